@@ -1,0 +1,1 @@
+"""Kernel families tuned by occtune: one package per family."""

@@ -1,0 +1,84 @@
+"""The ``tune`` command line: a lazy click group; each verb lives in ``tuner/commands/<verb>.py``.
+
+Commands are imported only when invoked, so ``tune occupancy`` never pays for importing torch.
+Every error meant for the user is a :class:`tuner.errors.UserError`: one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from tuner import __version__
+from tuner.errors import UserError
+
+# verb -> "module:attribute" of a click.Command. Add a verb here and in tuner/commands/.
+COMMANDS = {
+    "targets": "tuner.commands.targets:command",
+    "occupancy": "tuner.commands.occupancy:command",
+    "topk": "tuner.commands.topk:command",
+    "export": "tuner.commands.export:command",
+    "ties": "tuner.commands.ties:command",
+    "rope": "tuner.commands.rope:command",
+    "report": "tuner.commands.report:command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(k for k in COMMANDS if _available(k))
+
+    def get_command(self, ctx, name):
+        spec = COMMANDS.get(name)
+        if spec is None:
+            return None
+        module, attr = spec.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name == module:
+                return None
+            raise
+        return getattr(mod, attr)
+
+
+def _available(name: str) -> bool:
+    module = COMMANDS[name].split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="occtune")
+def cli():
+    """occtune: occupancy analysis and autotuning of GPU kernels (AMD Instinct and NVIDIA).
+
+    \b
+    tune targets                                  known targets, detected local device
+    tune occupancy --target gfx950 --threads 512 --dynamic-lds 40K --static-lds 7K
+    tune topk --target gfx950                     LDS-budget sweep of the radix top-k kernel
+    tune export results/gfx950/topk.yaml --format header
+    """
+
+
+def main(argv=None) -> None:
+    try:
+        rv = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+    except UserError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(UserError.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as e:
+        hint = f"; run '{e.ctx.command_path} --help'" if e.ctx is not None else ""
+        click.echo(f"error: {e.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,1 @@
+"""One module per ``tune`` verb, each exposing ``command`` (a click.Command)."""

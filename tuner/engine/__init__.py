@@ -1,0 +1,1 @@
+"""The timed sweep engine: family interface, build, verify, time, select, cache, report."""

@@ -1,0 +1,10 @@
+"""The one exception type that reaches the user as a one-line error and exit code 2."""
+
+
+class UserError(Exception):
+    """Bad input or an unusable environment: the message says what is wrong and what to do.
+
+    The CLI prints ``error: <message>`` on stderr and exits with code 2, never a traceback.
+    """
+
+    exit_code = 2

@@ -1,0 +1,43 @@
+"""Atomic file writes: a results file is either the old one or the whole new one, never half."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from tuner.errors import UserError
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
+    return path
+
+
+def atomic_write_yaml(path: str | os.PathLike, data) -> Path:
+    return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+
+
+def atomic_write_json(path: str | os.PathLike, data) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,29 @@
+"""Shared output helpers: one JSON document on stdout for --json, rich tables otherwise."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from rich.console import Console
+
+# Tables go to stdout; progress bars and notes to stderr so --json stays clean.
+console = Console(width=100 if not sys.stdout.isatty() else None, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _clean(obj):
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def emit_json(obj) -> None:
+    """Print exactly one JSON document on stdout (NaN/inf become null: JSON has none)."""
+    sys.stdout.write(json.dumps(_clean(obj), indent=2) + "\n")
+    sys.stdout.flush()
