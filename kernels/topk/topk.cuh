@@ -1,0 +1,481 @@
+// occtune radix top-k ("topk_transform"): one source for CUDA (nvcc, NVRTC) and HIP (hipcc,
+// hiprtc, bare clang). No host headers: usable under runtime compilation.
+//
+// One block per row. For each row b of float32 scores (length len_b <= ncols, optional start):
+//   len_b <= K : out[b, i] = T(i) for i < len_b, then -1.
+//   otherwise  : out[b, :K] = T(indices of the K largest scores), unsorted, exact (ties: any
+//                choice among exactly equal values).
+// T is the transform: identity, page table (page size 2^page_bits) or ragged offset.
+//
+// Order and NaN policy: every NaN (either sign, any payload) is treated as +NaN and ranks above
+// +inf (torch.topk does the same); -inf ranks lowest; -0.0 ranks just below +0.0 (they are
+// equal as floats, so either may be chosen in a tie: the checker compares values).
+//
+// Algorithm:
+//  1. coarse key: fp32 -> fp16 (round to nearest even, fp32 denormals -> +-0, beyond the range ->
+//     +-inf), u = raw 16 bits, key16 = (u & 0x8000) ? ~u : (u | 0x8000) (16 bits),
+//     bin = key16 >> (16 - TOPK_COARSE_BITS). Shared-memory histogram of the row; the threshold
+//     bin t has count_above(t) < K <= count_above(t) + count(t).
+//  2. collect: elements of bins > t go straight to the output; elements of bin t are appended as
+//     (index, fine key) pairs (8 bytes) to the candidate list in dynamic shared memory:
+//     TOPK_CAP = SGL_TOPK_DYNAMIC_SMEM_BYTES / 8 entries.
+//  3. refine: four 8-bit radix passes over the fine key (fp32 bits b, NaN -> 0x7FC00000,
+//     key = (b & 0x80000000) ? ~b : (b | 0x80000000)) of the candidates matching the prefix
+//     found so far; the last pass fixes the exact K-th key; keys above it are emitted, and keys
+//     equal to it until K is filled.
+//  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[b] records count(t) for every row
+//  (the host compares it with the capacity to count overflowed rows), and the row is finished
+//  exactly by running the same radix passes over the source in global memory instead.
+//  Long rows (prefix_len > 0 and len_b > 2 * prefix_len): a prefix of prefix_len elements gives a
+//  safe lower bound t0 <= t (the K-th largest of a prefix is <= the K-th largest of the row);
+//  one pass over the row then histograms every element and copies those of bins >= t0 into a
+//  per-row global scratch list, so steps 2-3 read the (short) scratch list instead of the row
+//  again. If the scratch list overflows, steps 2-3 read the row (exact, slower).
+
+#ifndef SGL_TOPK_DYNAMIC_SMEM_BYTES
+#define SGL_TOPK_DYNAMIC_SMEM_BYTES 131072
+#endif
+#ifndef TOPK_THREADS
+#define TOPK_THREADS 512
+#endif
+#ifndef TOPK_COARSE_BITS
+#define TOPK_COARSE_BITS 8
+#endif
+#if TOPK_COARSE_BITS != 8 && TOPK_COARSE_BITS != 12
+#error "TOPK_COARSE_BITS must be 8 or 12"
+#endif
+#if (TOPK_THREADS % 64) != 0 || TOPK_THREADS < 64 || TOPK_THREADS > 1024
+#error "TOPK_THREADS must be a multiple of 64 (a wavefront) between 64 and 1024"
+#endif
+#if SGL_TOPK_DYNAMIC_SMEM_BYTES < 64
+#error "SGL_TOPK_DYNAMIC_SMEM_BYTES must hold at least 8 candidates"
+#endif
+
+#define TOPK_BINS (1 << TOPK_COARSE_BITS)
+#define TOPK_CAP (SGL_TOPK_DYNAMIC_SMEM_BYTES / 8)
+
+// ---------------------------------------------------------------------------------------------
+// Portability shims. Nothing below depends on the warp/wavefront width: all cross-thread
+// communication goes through shared memory and block barriers (wave64-safe by construction).
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__) || defined(__HIP__)
+#define TOPK_HIP 1
+#if !defined(__HIPCC_RTC__) && !defined(__HIP_INCLUDE_COMPILER_BUILTINS__) && \
+    !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_H) && !defined(__HIP_DEVICE_COMPILE_NO_HEADERS_DONE)
+#if defined(__has_include)
+#if __has_include(<hip/hip_runtime.h>)
+#include <hip/hip_runtime.h>
+#define TOPK_HAVE_HIP_HEADERS 1
+#endif
+#endif
+#endif
+#if defined(__HIPCC_RTC__)
+#define TOPK_HAVE_HIP_HEADERS 1
+#endif
+#ifndef TOPK_HAVE_HIP_HEADERS
+// Bare clang -x hip -nogpuinc: declare the few things we need from compiler builtins.
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define TOPK_TID ((int)__builtin_amdgcn_workitem_id_x())
+#define TOPK_BID ((int)__builtin_amdgcn_workgroup_id_x())
+__attribute__((device)) static inline void topk_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+__attribute__((device)) static inline int topk_atomic_add(int* p, int v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+}
+#define TOPK_SYNC() topk_sync()
+#define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+#endif
+#endif  // HIP
+
+#ifndef TOPK_TID
+#define TOPK_TID ((int)threadIdx.x)
+#define TOPK_BID ((int)blockIdx.x)
+#define TOPK_SYNC() __syncthreads()
+__device__ static inline int topk_atomic_add(int* p, int v) { return atomicAdd(p, v); }
+#endif
+
+typedef unsigned int topk_u32;
+struct __attribute__((aligned(16))) topk_f4 {
+  float x, y, z, w;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Keys.
+__device__ static inline topk_u32 topk_bits(float x) {
+#if defined(TOPK_HIP)
+  return __builtin_bit_cast(topk_u32, x);
+#else
+  return __float_as_uint(x);
+#endif
+}
+
+// Canonical fp32 bits: every NaN -> 0x7FC00000.
+__device__ static inline topk_u32 topk_canon(topk_u32 b) {
+  return ((b & 0x7FFFFFFFu) > 0x7F800000u) ? 0x7FC00000u : b;
+}
+
+// Order-preserving fine key of canonical fp32 bits.
+__device__ static inline topk_u32 topk_fine_key(topk_u32 b) {
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// Round-to-nearest-even of x >> s (1 <= s <= 31).
+__device__ static inline topk_u32 topk_rne_shift(topk_u32 x, int s) {
+  topk_u32 r = x >> s;
+  topk_u32 rem = x & ((1u << s) - 1u);
+  topk_u32 half = 1u << (s - 1);
+  if (rem > half || (rem == half && (r & 1u))) r += 1u;
+  return r;
+}
+
+// fp32 bits (canonical) -> fp16 bits, round to nearest even, as __float2half_rn does.
+__device__ static inline topk_u32 topk_half_bits(topk_u32 b) {
+  topk_u32 sign = (b >> 16) & 0x8000u;
+  topk_u32 a = b & 0x7FFFFFFFu;
+  topk_u32 h;
+  if (a > 0x7F800000u) {
+    h = 0x7E00u;                     // NaN (canonical, positive)
+  } else if (a >= 0x477FF000u) {
+    h = 0x7C00u;                     // rounds to +-inf (65520 ties to even = inf)
+  } else if (a >= 0x38800000u) {
+    h = topk_rne_shift(a - 0x38000000u, 13);   // normal half (carry may reach inf: correct)
+  } else if (a > 0x33000000u) {
+    topk_u32 e = a >> 23;            // 102..112: half subnormal
+    topk_u32 m = (a & 0x7FFFFFu) | 0x800000u;
+    h = topk_rne_shift(m, (int)(126u - e));
+  } else {
+    h = 0u;                          // |x| <= 2^-25 (fp32 denormals included) -> +-0
+  }
+  return h | sign;
+}
+
+__device__ static inline topk_u32 topk_key16(topk_u32 canon_bits) {
+  topk_u32 u = topk_half_bits(canon_bits);
+  return (u & 0x8000u) ? (u ^ 0xFFFFu) : (u | 0x8000u);
+}
+
+__device__ static inline int topk_bin(topk_u32 canon_bits) {
+  return (int)(topk_key16(canon_bits) >> (16 - TOPK_COARSE_BITS));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared state of one block.
+struct TopkShared {
+  int hist[TOPK_BINS > 256 ? TOPK_BINS : 256];
+  int scan[TOPK_THREADS];
+  int sel_bin;      // threshold bin / digit
+  int sel_above;    // count strictly above it
+  int out_pos;      // next output slot
+  int cand_n;       // candidates appended (may exceed TOPK_CAP: overflow)
+  int eq_taken;     // equal-to-threshold elements taken
+  int scratch_n;    // scratch list entries appended (may exceed its capacity)
+};
+
+// Find the bin where count_above < need <= count_above + count, scanning bins from the top.
+// Requires sum(hist[0..nbins)) >= need >= 1. All threads call it; results in sh.sel_*.
+__device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int need) {
+  const int tid = TOPK_TID;
+  const int per = (nbins + TOPK_THREADS - 1) / TOPK_THREADS;
+  // thread tid owns bins [hi - per, hi) counted down from the top, hi = nbins - tid * per
+  int hi = nbins - tid * per;
+  int lo = hi - per;
+  if (lo < 0) lo = 0;
+  int s = 0;
+  for (int i = hi - 1; i >= lo; --i) s += sh.hist[i];
+  sh.scan[tid] = s;
+  TOPK_SYNC();
+  // Inclusive Hillis-Steele scan over threads (shared memory only).
+  for (int off = 1; off < TOPK_THREADS; off <<= 1) {
+    int v = (tid >= off) ? sh.scan[tid - off] : 0;
+    TOPK_SYNC();
+    sh.scan[tid] += v;
+    TOPK_SYNC();
+  }
+  int above = sh.scan[tid] - s;  // exclusive
+  if (hi > lo && above < need && need <= above + s) {
+    for (int i = hi - 1; i >= lo; --i) {
+      int c = sh.hist[i];
+      if (above + c >= need) {
+        sh.sel_bin = i;
+        sh.sel_above = above;
+        break;
+      }
+      above += c;
+    }
+  }
+  TOPK_SYNC();
+}
+
+__device__ static inline void topk_clear_hist(TopkShared& sh, int nbins) {
+  for (int i = TOPK_TID; i < nbins; i += TOPK_THREADS) sh.hist[i] = 0;
+}
+
+// Output transform of a row-relative index.
+struct TopkTransform {
+  int mode;             // 0 identity, 1 page table, 2 ragged offsets
+  const int* table;     // mode 1: row of the page table; mode 2: offsets (per row)
+  int page_bits;
+  int row;
+  __device__ inline int apply(int idx) const {
+    if (mode == 1) {
+      int mask = (1 << page_bits) - 1;
+      return (table[idx >> page_bits] << page_bits) | (idx & mask);
+    }
+    if (mode == 2) return idx + table[row];
+    return idx;
+  }
+};
+
+// Sources of (index, canonical bits) pairs: the row in global memory, or a list of pairs.
+struct TopkRowSrc {
+  const float* p;
+  int n;
+  __device__ inline int size() const { return n; }
+  __device__ inline void get(int i, int& idx, topk_u32& bits) const {
+    idx = i;
+    bits = topk_canon(topk_bits(p[i]));
+  }
+};
+struct TopkListSrc {
+  const topk_u32* p;   // pairs (index, canonical bits)
+  int n;
+  __device__ inline int size() const { return n; }
+  __device__ inline void get(int i, int& idx, topk_u32& bits) const {
+    idx = (int)p[2 * i];
+    bits = p[2 * i + 1];
+  }
+};
+
+// Visit every element of a row with 16-byte loads where the address allows.
+template <typename F>
+__device__ static inline void topk_for_row(const float* p, int n, F f) {
+  const int tid = TOPK_TID;
+  int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
+  if ((((unsigned long long)p) & 3ull) != 0ull) head = n;   // unaligned floats: scalar only
+  if (head > n) head = n;
+  for (int i = tid; i < head; i += TOPK_THREADS) f(i, topk_canon(topk_bits(p[i])));
+  const topk_f4* v = (const topk_f4*)(p + head);
+  int nv = (n - head) >> 2;
+  int i4 = tid;
+  for (; i4 + 3 * TOPK_THREADS < nv; i4 += 4 * TOPK_THREADS) {
+    topk_f4 a0 = v[i4], a1 = v[i4 + TOPK_THREADS], a2 = v[i4 + 2 * TOPK_THREADS],
+           a3 = v[i4 + 3 * TOPK_THREADS];
+    topk_f4 q[4] = {a0, a1, a2, a3};
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int base = head + 4 * (i4 + u * TOPK_THREADS);
+      f(base + 0, topk_canon(topk_bits(q[u].x)));
+      f(base + 1, topk_canon(topk_bits(q[u].y)));
+      f(base + 2, topk_canon(topk_bits(q[u].z)));
+      f(base + 3, topk_canon(topk_bits(q[u].w)));
+    }
+  }
+  for (; i4 < nv; i4 += TOPK_THREADS) {
+    topk_f4 a = v[i4];
+    int base = head + 4 * i4;
+    f(base + 0, topk_canon(topk_bits(a.x)));
+    f(base + 1, topk_canon(topk_bits(a.y)));
+    f(base + 2, topk_canon(topk_bits(a.z)));
+    f(base + 3, topk_canon(topk_bits(a.w)));
+  }
+  for (int i = head + 4 * nv + tid; i < n; i += TOPK_THREADS) f(i, topk_canon(topk_bits(p[i])));
+}
+
+struct TopkHistOp {
+  TopkShared* sh;
+  __device__ inline void operator()(int, topk_u32 bits) const {
+    topk_atomic_add(&sh->hist[topk_bin(bits)], 1);
+  }
+};
+
+struct TopkHistCollectOp {
+  TopkShared* sh;
+  int t0;
+  topk_u32* scratch;
+  int cap;
+  __device__ inline void operator()(int i, topk_u32 bits) const {
+    int bin = topk_bin(bits);
+    topk_atomic_add(&sh->hist[bin], 1);
+    if (bin >= t0) {
+      int pos = topk_atomic_add(&sh->scratch_n, 1);
+      if (pos < cap) {
+        scratch[2 * pos] = (topk_u32)i;
+        scratch[2 * pos + 1] = bits;
+      }
+    }
+  }
+};
+
+// Radix select among the elements of coarse bin `t` of `src` (or of the candidate list when
+// `cand` is given): finds the exact threshold fine key and how many elements equal to it to take,
+// then emits. `need` >= 1 elements are still to be emitted from bin t.
+template <typename Src>
+__device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, int t,
+                                               int need, int* out, const TopkTransform& tr) {
+  const int tid = TOPK_TID;
+  const int n = src.size();
+  topk_u32 prefix = 0u, mask = 0u;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    topk_clear_hist(sh, 256);
+    TOPK_SYNC();
+    for (int i = tid; i < n; i += TOPK_THREADS) {
+      int idx;
+      topk_u32 bits;
+      src.get(i, idx, bits);
+      if (t >= 0 && topk_bin(bits) != t) continue;
+      topk_u32 k = topk_fine_key(bits);
+      if ((k & mask) == prefix) topk_atomic_add(&sh.hist[(k >> shift) & 255u], 1);
+    }
+    TOPK_SYNC();
+    topk_find_threshold(sh, 256, need);
+    need -= sh.sel_above;
+    prefix |= ((topk_u32)sh.sel_bin) << shift;
+    mask |= 255u << shift;
+    TOPK_SYNC();   // everyone has read sel_* before the next pass overwrites it
+  }
+  // prefix is now the exact K-th fine key; take all keys above it and `need` keys equal to it.
+  for (int i = tid; i < n; i += TOPK_THREADS) {
+    int idx;
+    topk_u32 bits;
+    src.get(i, idx, bits);
+    if (t >= 0 && topk_bin(bits) != t) continue;
+    topk_u32 k = topk_fine_key(bits);
+    bool take = k > prefix;
+    if (k == prefix) take = topk_atomic_add(&sh.eq_taken, 1) < need;
+    if (take) {
+      int pos = topk_atomic_add(&sh.out_pos, 1);
+      out[pos] = tr.apply(idx);
+    }
+  }
+}
+
+// Step 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
+template <typename Src>
+__device__ static inline void topk_collect_refine(TopkShared& sh, topk_u32* cand,
+                                                  const Src& src, int t, int need_in_bin,
+                                                  int* out, const TopkTransform& tr) {
+  const int tid = TOPK_TID;
+  const int n = src.size();
+  for (int i = tid; i < n; i += TOPK_THREADS) {
+    int idx;
+    topk_u32 bits;
+    src.get(i, idx, bits);
+    int bin = topk_bin(bits);
+    if (bin > t) {
+      int pos = topk_atomic_add(&sh.out_pos, 1);
+      out[pos] = tr.apply(idx);
+    } else if (bin == t) {
+      int c = topk_atomic_add(&sh.cand_n, 1);
+      if (c < TOPK_CAP) {
+        cand[2 * c] = (topk_u32)idx;
+        cand[2 * c + 1] = bits;
+      }
+    }
+  }
+  TOPK_SYNC();
+  if (sh.cand_n <= TOPK_CAP) {
+    TopkListSrc ls;
+    ls.p = cand;
+    ls.n = sh.cand_n;
+    topk_refine_emit(sh, ls, -1, need_in_bin, out, tr);   // every candidate is in bin t
+  } else {
+    topk_refine_emit(sh, src, t, need_in_bin, out, tr);   // overflow: exact from global memory
+  }
+}
+
+template <typename Src>
+__device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const Src& src,
+                                          int t, int need_in_bin, int* out,
+                                          const TopkTransform& tr) {
+  topk_collect_refine(sh, cand, src, t, need_in_bin, out, tr);
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
+                      const int* __restrict__ lengths, int has_lengths,
+                      const int* __restrict__ row_starts, int has_starts, int K,
+                      int* __restrict__ out, int mode, const int* __restrict__ table,
+                      int table_stride, int page_bits, int* __restrict__ bin_counts,
+                      topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len) {
+  __shared__ TopkShared sh;
+  extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
+  topk_u32* cand = (topk_u32*)topk_dyn;
+
+  const int tid = TOPK_TID;
+  const int row = TOPK_BID;
+  int len = has_lengths ? lengths[row] : ncols;
+  if (len > ncols) len = ncols;
+  if (len < 0) len = 0;
+  const long long start = has_starts ? (long long)row_starts[row] : 0ll;
+  const float* p = scores + (long long)row * (long long)row_stride + start;
+  int* o = out + (long long)row * (long long)K;
+
+  TopkTransform tr;
+  tr.mode = mode;
+  tr.page_bits = page_bits;
+  tr.row = row;
+  tr.table = (mode == 1) ? table + (long long)row * (long long)table_stride : table;
+
+  if (len <= K) {
+    for (int i = tid; i < K; i += TOPK_THREADS) o[i] = (i < len) ? tr.apply(i) : -1;
+    if (tid == 0) bin_counts[row] = 0;
+    return;
+  }
+
+  if (tid == 0) {
+    sh.out_pos = 0;
+    sh.cand_n = 0;
+    sh.eq_taken = 0;
+    sh.scratch_n = 0;
+  }
+  topk_clear_hist(sh, TOPK_BINS);
+  TOPK_SYNC();
+
+  const bool use_prefix = prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0;
+  topk_u32* srow = scratch + (long long)row * 2ll * (long long)scratch_cap;
+  if (use_prefix) {
+    TopkHistOp hop;
+    hop.sh = &sh;
+    topk_for_row(p, prefix_len, hop);
+    TOPK_SYNC();
+    topk_find_threshold(sh, TOPK_BINS, K);
+    int t0 = sh.sel_bin;
+    TOPK_SYNC();
+    topk_clear_hist(sh, TOPK_BINS);
+    TOPK_SYNC();
+    TopkHistCollectOp cop;
+    cop.sh = &sh;
+    cop.t0 = t0;
+    cop.scratch = srow;
+    cop.cap = scratch_cap;
+    topk_for_row(p, len, cop);
+  } else {
+    TopkHistOp hop;
+    hop.sh = &sh;
+    topk_for_row(p, len, hop);
+  }
+  TOPK_SYNC();
+  topk_find_threshold(sh, TOPK_BINS, K);
+  const int t = sh.sel_bin;
+  const int above = sh.sel_above;
+  const int in_bin = sh.hist[t];
+  if (tid == 0) bin_counts[row] = in_bin;
+  const int scratch_n = sh.scratch_n;
+  TOPK_SYNC();
+
+  if (use_prefix && scratch_n <= scratch_cap) {
+    TopkListSrc ls;
+    ls.p = srow;
+    ls.n = scratch_n;
+    topk_finish(sh, cand, ls, t, K - above, o, tr);
+  } else {
+    TopkRowSrc rs;
+    rs.p = p;
+    rs.n = len;
+    topk_finish(sh, cand, rs, t, K - above, o, tr);
+  }
+}
