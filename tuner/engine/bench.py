@@ -1,0 +1,208 @@
+"""Timing in one place: warm-up, repeats, L2 flush or rotating inputs, events or graphs, median + IQR.
+
+``measure(fn, ...)`` times ``fn()`` (or ``fn(inputs)`` over rotating input sets) and returns a
+:class:`Timing` with the median, quartiles and every raw sample in microseconds.
+
+- CUDA/HIP (torch.cuda): one pair of events per repetition around a single launch; before each
+  timed launch a buffer of >= 2x the L2 size is overwritten so repeats do not time the cache
+  (or pass ``rotate=[inputs0, inputs1, ...]`` and set ``flush_l2=False``). ``use_graph=N`` captures
+  N back-to-back launches in a CUDA graph and replays it (launch overhead amortised; divide by N;
+  the L2 is warm inside a graph, which the method string says).
+- CPU (tests, TRITON_INTERPRET=1): ``time.perf_counter`` around each call.
+
+The engine never calls ``measure`` directly: it calls a *timer* (the :class:`Timer` protocol), so
+tests can inject :class:`tuner.engine.testing.FakeTimer` and run without a GPU or noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+_MIN_EST_MS = 1e-4          # guard against a zero estimate (do_bench divides by it)
+_MAX_REPS = 2000
+_DEFAULT_L2_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class Timing:
+    median_us: float
+    q1_us: float
+    q3_us: float
+    iqr_us: float
+    samples_us: list[float] = field(default_factory=list)
+    method: str = ""
+
+    @classmethod
+    def from_samples(cls, samples_us: Sequence[float], method: str) -> "Timing":
+        s = sorted(float(x) for x in samples_us)
+        if not s:
+            raise ValueError("no timing samples")
+        if len(s) == 1:
+            q1 = med = q3 = s[0]
+        else:
+            q1, med, q3 = statistics.quantiles(s, n=4, method="inclusive")
+        return cls(med, q1, q3, q3 - q1, [round(x, 4) for x in samples_us], method)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Timer(Protocol):
+    """Times one (config, workload) point. ``context`` names it (config, workload) for fakes."""
+
+    kind: str   # part of the cache fingerprint: points timed by another kind are not reused
+
+    def __call__(self, fn: Callable[..., Any], *, rotate: list | None = None,
+                 context: dict | None = None) -> Timing: ...
+
+
+@dataclass
+class BenchTimer:
+    """The real timer: :func:`measure` with fixed settings (picklable, so workers get a copy)."""
+
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    reps: int | None = None
+    flush_l2: bool = True
+    use_graph: int = 0
+    kind: str = "bench"
+
+    def __call__(self, fn, *, rotate=None, context=None) -> Timing:
+        return measure(fn, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, reps=self.reps,
+                       flush_l2=self.flush_l2, rotate=rotate, use_graph=self.use_graph,
+                       device=(context or {}).get("device"))
+
+
+def measure(fn: Callable[..., Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
+            reps: int | None = None, flush_l2: bool = True, rotate: list | None = None,
+            use_graph: int = 0, device: Any = None) -> Timing:
+    """Time ``fn``; see the module docstring. ``reps`` fixes the count, else ``rep_ms`` budgets it."""
+    call = _rotating(fn, rotate)
+    if _on_gpu(device):
+        if use_graph and use_graph > 1:
+            return _measure_graph(call, warmup_ms, rep_ms, reps, use_graph)
+        return _measure_events(call, warmup_ms, rep_ms, reps, flush_l2)
+    return _measure_cpu(call, warmup_ms, rep_ms, reps)
+
+
+def _rotating(fn, rotate):
+    if not rotate:
+        return lambda: fn()
+    state = {"i": 0}
+
+    def call():
+        args = rotate[state["i"] % len(rotate)]
+        state["i"] += 1
+        return fn(args)
+
+    return call
+
+
+def _on_gpu(device) -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    if device is not None:
+        return str(device).startswith("cuda")
+    return torch.cuda.is_available()
+
+
+def _counts(est_ms: float, warmup_ms: float, rep_ms: float, reps: int | None) -> tuple[int, int]:
+    est_ms = max(est_ms, _MIN_EST_MS)
+    n_warm = max(1, int(warmup_ms / est_ms))
+    n_rep = reps if reps else max(1, int(rep_ms / est_ms))
+    return min(n_warm, _MAX_REPS), min(n_rep, _MAX_REPS)
+
+
+def _measure_cpu(call, warmup_ms, rep_ms, reps) -> Timing:
+    t0 = time.perf_counter()
+    call()
+    est_ms = (time.perf_counter() - t0) * 1e3
+    n_warm, n_rep = _counts(est_ms, warmup_ms, rep_ms, reps)
+    for _ in range(n_warm):
+        call()
+    samples = []
+    for _ in range(n_rep):
+        t0 = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return Timing.from_samples(samples, "perf_counter")
+
+
+def l2_flush_buffer(device=None):
+    """A byte buffer of >= 2x the device's L2 (from its properties; 256 MiB when unknown)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0) or _DEFAULT_L2_BYTES // 2
+    return torch.empty(2 * l2, dtype=torch.int8, device="cuda")
+
+
+def _estimate_gpu_ms(call, flush) -> float:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    call()
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(5):
+        if flush is not None:
+            flush.zero_()
+        call()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 5
+
+
+def _measure_events(call, warmup_ms, rep_ms, reps, flush_l2) -> Timing:
+    import torch
+
+    flush = l2_flush_buffer() if flush_l2 else None
+    n_warm, n_rep = _counts(_estimate_gpu_ms(call, flush), warmup_ms, rep_ms, reps)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for _ in range(n_warm):
+        call()
+    for s, e in zip(starts, ends):
+        if flush is not None:
+            flush.zero_()
+        s.record()
+        call()
+        e.record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return Timing.from_samples(samples, "cuda-events" + (" + L2 flush" if flush is not None else " (L2 warm)"))
+
+
+def _measure_graph(call, warmup_ms, rep_ms, reps, n_launch) -> Timing:
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):      # warm up (and compile) outside the capture
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(n_launch):
+            call()
+    torch.cuda.synchronize()
+    est = _estimate_gpu_ms(graph.replay, None)
+    n_warm, n_rep = _counts(est, warmup_ms, rep_ms, reps)
+    for _ in range(n_warm):
+        graph.replay()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for s, e in zip(starts, ends):
+        s.record()
+        graph.replay()
+        e.record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) * 1e3 / n_launch for s, e in zip(starts, ends)]
+    return Timing.from_samples(samples, f"cuda-graph x{n_launch} (L2 warm)")

@@ -1,0 +1,85 @@
+"""Build layer: cache ``family.build(config, device)`` by (source hash, config, device arch), in parallel.
+
+Whatever a family's ``build`` does (NVRTC/hiprtc through ``tuner.rtc`` with ``-D`` macros, or
+binding Triton constexpr meta-parameters) is called at most once per key per process. A build
+that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
+:meth:`BuildCache.prebuild` compiles many configs on a thread pool: runtime compilers (NVRTC,
+hiprtc, Triton's compile) release the GIL, so builds overlap.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.engine.family import Family, key_of
+
+
+@dataclass
+class BuildFailure:
+    reason: str
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first[:limit]
+
+
+def device_arch(device: Any) -> str:
+    """A short arch tag for the build key: gfx942, sm_90, or cpu."""
+    try:
+        import torch
+
+        dev = torch.device(device) if device is not None else torch.device("cpu")
+        if dev.type == "cuda" and torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
+            return getattr(p, "gcnArchName", None) or f"sm_{p.major}{p.minor}"
+        return dev.type
+    except Exception:
+        return str(device)
+
+
+class BuildCache:
+    def __init__(self, family: Family, device: Any):
+        self.family = family
+        self.device = device
+        self.arch = device_arch(device)
+        self._source = family.source_hash()
+        self._built: dict[tuple, Any] = {}
+        self._locks: dict[tuple, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.n_builds = 0
+
+    def key(self, config: dict) -> tuple:
+        return (self._source, key_of(config), self.arch)
+
+    def get(self, config: dict) -> Any:
+        """The built handle, or a :class:`BuildFailure`; builds on first use."""
+        k = self.key(config)
+        with self._guard:
+            if k in self._built:
+                return self._built[k]
+            lock = self._locks.setdefault(k, threading.Lock())
+        with lock:
+            if k not in self._built:
+                self._built[k] = self._build(config)
+        return self._built[k]
+
+    def _build(self, config: dict) -> Any:
+        with self._guard:
+            self.n_builds += 1
+        try:
+            return self.family.build(config, self.device)
+        except Exception as e:      # compile errors, resource limits: recorded, sweep goes on
+            return BuildFailure(one_line(e))
+
+    def prebuild(self, configs: list[dict], workers: int = 4) -> None:
+        if workers <= 1 or len(configs) <= 1:
+            for c in configs:
+                self.get(c)
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="occtune-build") as pool:
+            list(pool.map(self.get, configs))

@@ -1,0 +1,228 @@
+"""The timed sweep: prune -> build -> verify -> time -> cache, with failures isolated.
+
+API note (for the lead and the family authors)
+----------------------------------------------
+::
+
+    from tuner.engine.sweep import run_sweep
+    from tuner.engine.bench import BenchTimer
+    from tuner.engine.select import select
+    from tuner.engine.results import write_results
+
+    fam = get_family("rope")
+    res = run_sweep(fam, configs=None, workloads=None,     # None: product of fam.axes(), fam.workloads()
+                    device="cuda", timer=BenchTimer(),       # or a fake timer in tests
+                    cache=None, fresh=False,                 # None: $OCCTUNE_CACHE_DIR or ~/.cache/occtune
+                    timeout_s=60, devices=None,              # devices=["cuda:0","cuda:1"]: one worker each
+                    isolate=False,                           # True: one spawn worker (hangs, faults)
+                    fits=None, annotate=None, peak_gbps=None)
+    sel = select(res, fam)                                   # winner, ties, explanation
+    write_results("results/sm_90/rope.yaml", res, sel, target="sm_90")
+
+What the engine asks of a family (``tuner.engine.family.Family``):
+
+- configs and workloads are plain dicts of JSON scalars; ``baseline_config()`` must be one of the
+  swept configs (speed-ups are against it); ``safety_key`` breaks ties (larger is safer);
+  ``admissible(config, workload)`` is a hard constraint at selection (measured, never chosen).
+- ``build(config, device)`` may raise: the point becomes ``built_failed`` with the message.
+- ``make_inputs(workload, seed, device)`` must be deterministic in ``seed``; ``run`` may work in
+  place, so keep in the inputs object whatever ``check`` needs (e.g. a clone of the original).
+- ``check`` returns ``CheckResult(ok, reason, diagnostics)``; ``adversarial_inputs`` yields
+  ``(name, inputs)``; every config is verified on both before it is timed.
+- ``bytes_moved(workload)`` gives GB/s and, with ``peak_gbps``, the % of the memory floor.
+- ``timing_input_sets = N`` (class attribute, optional): time over N rotating input sets.
+- For worker processes the family is rebuilt there from ``module:Class`` and
+  ``getattr(family, "init_kwargs", {})``, so a family must be importable and constructible so.
+
+``fits(config) -> (ok, reason)`` prunes configs that cannot run (occupancy: LDS over the limit);
+``annotate(config) -> dict`` adds analytic columns to every row (``blocks_per_cu``, ...).
+Every measured point is appended to the cache at once; a rerun re-measures nothing cached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.engine import cache as cache_mod
+from tuner.engine import env
+from tuner.engine.build import BuildCache
+from tuner.engine.family import Family, key_of
+from tuner.engine.workunit import WorkUnit, execute, family_ref, point
+
+_RETRYABLE = ("timeout", "crashed")
+
+
+@dataclass
+class SweepResult:
+    family: str
+    device: str
+    fingerprint: dict
+    configs: list[dict]
+    workloads: list[dict]
+    baseline: dict
+    rows: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+    n_measured: int = 0
+    n_cached: int = 0
+    cache_path: str | None = None
+    axes: dict = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+        return out
+
+
+def default_configs(family: Family) -> list[dict]:
+    axes = family.axes()
+    names = list(axes)
+    return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
+
+
+def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list[dict] | None = None, *,
+              device: Any = "cpu", timer=None, cache: Any = None, fresh: bool = False,
+              timeout_s: float = 60.0, devices: list | None = None, isolate: bool = False,
+              progress: bool = True, fits: Callable | None = None, annotate: Callable | None = None,
+              peak_gbps: float | None = None, build_workers: int = 4, seed: int = 0,
+              retry_failed: bool = False) -> SweepResult:
+    """Sweep ``configs x workloads``; see the module docstring."""
+    from tuner.engine.bench import BenchTimer
+
+    t0 = time.perf_counter()
+    timer = timer if timer is not None else BenchTimer()
+    configs = configs if configs is not None else default_configs(family)
+    workloads = workloads if workloads is not None else family.workloads()
+    name = family.name or type(family).__name__
+    fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
+    store = None if cache is False else (
+        cache if isinstance(cache, cache_mod.PointCache) else cache_mod.PointCache.open(fp, cache, fresh=fresh))
+    res = SweepResult(name, str(device), fp, configs, workloads, family.baseline_config(),
+                      cache_path=str(store.path) if store else None, axes=_axes_of(family))
+    rows: dict[str, dict] = {}
+    units = _plan(family, configs, workloads, store, fresh, retry_failed, fits, rows, res, device, seed)
+
+    def on_point(rec: dict) -> None:
+        rec = dict(rec, cached=False)
+        rec.pop("fatal", None)
+        if store is not None and rec["status"] != "skipped":
+            store.append(rec)
+        rows[cache_mod.point_key(rec["config"], rec["workload"])] = rec
+        res.n_measured += 1
+        bar.advance()
+
+    n_todo = sum(len(u.workloads) for u in units)
+    with _Progress(progress, n_todo, name) as bar:
+        if devices or isolate:
+            _run_isolated(units, family, devices or [str(device)], timer, timeout_s, on_point)
+        else:
+            _run_inprocess(units, family, device, timer, build_workers, on_point)
+    res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, annotate, peak_gbps)
+                for c in configs for w in workloads if cache_mod.point_key(c, w) in rows]
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def _axes_of(family) -> dict:
+    try:
+        return dict(family.axes())
+    except NotImplementedError:
+        return {}
+
+
+def _plan(family, configs, workloads, store, fresh, retry_failed, fits, rows, res, device, seed):
+    """Fill ``rows`` with skipped and cached points; return the work units still to run."""
+    units = []
+    for c in configs:
+        ok_fit, why = _fits(fits, c)
+        todo = []
+        for w in workloads:
+            k = cache_mod.point_key(c, w)
+            valid, reason = (ok_fit, why) if not ok_fit else family.is_valid(c, w)
+            if not valid:
+                rows[k] = point(c, w, "skipped", reason or "pruned", cached=False)
+                continue
+            hit = None if (fresh or store is None) else store.get(c, w)
+            if hit is not None and not (retry_failed and hit["status"] in _RETRYABLE):
+                rows[k] = dict(hit, cached=True)
+                res.n_cached += 1
+            else:
+                todo.append(w)
+        if todo:
+            units.append(WorkUnit(family_ref(family), c, tuple(todo), str(device),
+                                  dict(getattr(family, "init_kwargs", {}) or {}), seed))
+    return units
+
+
+def _fits(fits, config) -> tuple[bool, str]:
+    if fits is None:
+        return True, ""
+    r = fits(config)
+    return (r, "" if r else "does not fit") if isinstance(r, bool) else (bool(r[0]), r[1])
+
+
+def _run_inprocess(units, family, device, timer, build_workers, on_point) -> None:
+    builds = BuildCache(family, device)
+    builds.prebuild([u.config for u in units], workers=build_workers)
+    for u in units:
+        for rec in execute(u, family, builds, timer, device):
+            on_point(rec)
+
+
+def _run_isolated(units, family, devices, timer, timeout_s, on_point) -> None:
+    from tuner.engine.workers import WorkerPool
+
+    devs = [str(d) if not isinstance(d, int) else f"cuda:{d}" for d in devices]
+    WorkerPool(devs, timer, timeout_s).run(units, on_point)
+
+
+def _finish(rec: dict, family, annotate, peak_gbps) -> dict:
+    rec = dict(rec)
+    t = rec.get("timing")
+    if rec["status"] == "ok" and t:
+        try:
+            nbytes = int(family.bytes_moved(rec["workload"]))
+        except NotImplementedError:
+            nbytes = 0
+        if nbytes and t["median_us"] > 0:
+            rec["gbps"] = round(nbytes / t["median_us"] / 1e3, 2)
+            if peak_gbps:
+                floor_us = nbytes / (peak_gbps * 1e3)
+                rec["pct_of_floor"] = round(100.0 * floor_us / t["median_us"], 1)
+    if annotate is not None:
+        rec.update(annotate(rec["config"]) or {})
+    return rec
+
+
+class _Progress:
+    """A rich progress bar with ETA on stderr (no-op when disabled or nothing to do)."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.enabled, self.total, self.label = enabled and total > 0, total, label
+        self._p = self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+            from tuner.output import err_console
+
+            self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                               console=err_console, transient=False)
+            self._p.__enter__()
+            self._task = self._p.add_task(f"sweep {self.label}", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self._p is not None:
+            self._p.advance(self._task)
+
+    def __exit__(self, *exc):
+        if self._p is not None:
+            self._p.__exit__(*exc)
+        return False
