@@ -20,6 +20,7 @@ from typing import Callable
 
 from tuner.engine.build import BuildCache, one_line
 from tuner.engine.family import key_of
+from tuner.errors import UserError
 from tuner.engine.workunit import WorkUnit, execute, load_family, point
 
 _STARTUP_S = 300.0     # spawning + importing torch/triton can be slow on a cold node
@@ -87,6 +88,7 @@ class WorkerPool:
         self.ctx = mp.get_context("spawn")
         self.devices, self.timer, self.timeout_s = devices, timer, timeout_s
         self.restarts = 0
+        self.start_failures = 0
 
     def run(self, units: list[WorkUnit], on_point: Callable[[dict], None]) -> None:
         pending = deque(units)
@@ -147,9 +149,11 @@ class WorkerPool:
         w.unit, w.remaining = None, []
 
     def _restart(self, w: _Worker) -> _Worker:
-        if w.unit is not None or not w.ready:
-            if not w.ready and w.unit is None and self.restarts > 3 * len(self.devices):
-                raise RuntimeError(f"worker for {w.device} keeps failing to start")
+        if not w.ready:
+            self.start_failures += 1
+            if self.start_failures > 2 * len(self.devices):
+                raise UserError(f"the worker process for {w.device} keeps dying before it starts "
+                                f"(exit code {w.proc.exitcode}); run without --devices/isolation to see why")
         w.unit = None
         w.stop(grace=0)
         self.restarts += 1
