@@ -98,6 +98,13 @@ __attribute__((device)) static inline int topk_atomic_add(int* p, int v) {
 __device__ static inline int topk_atomic_add(int* p, int v) { return atomicAdd(p, v); }
 #endif
 
+// Key functions are also host-callable under nvcc (tests run them on the CPU against numpy).
+#if defined(__CUDACC__) && !defined(TOPK_HIP)
+#define TOPK_HD __host__ __device__
+#else
+#define TOPK_HD __device__
+#endif
+
 typedef unsigned int topk_u32;
 struct __attribute__((aligned(16))) topk_f4 {
   float x, y, z, w;
@@ -105,8 +112,8 @@ struct __attribute__((aligned(16))) topk_f4 {
 
 // ---------------------------------------------------------------------------------------------
 // Keys.
-__device__ static inline topk_u32 topk_bits(float x) {
-#if defined(TOPK_HIP)
+TOPK_HD static inline topk_u32 topk_bits(float x) {
+#if defined(TOPK_HIP) || !defined(__CUDA_ARCH__)
   return __builtin_bit_cast(topk_u32, x);
 #else
   return __float_as_uint(x);
@@ -114,17 +121,17 @@ __device__ static inline topk_u32 topk_bits(float x) {
 }
 
 // Canonical fp32 bits: every NaN -> 0x7FC00000.
-__device__ static inline topk_u32 topk_canon(topk_u32 b) {
+TOPK_HD static inline topk_u32 topk_canon(topk_u32 b) {
   return ((b & 0x7FFFFFFFu) > 0x7F800000u) ? 0x7FC00000u : b;
 }
 
 // Order-preserving fine key of canonical fp32 bits.
-__device__ static inline topk_u32 topk_fine_key(topk_u32 b) {
+TOPK_HD static inline topk_u32 topk_fine_key(topk_u32 b) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
 // Round-to-nearest-even of x >> s (1 <= s <= 31).
-__device__ static inline topk_u32 topk_rne_shift(topk_u32 x, int s) {
+TOPK_HD static inline topk_u32 topk_rne_shift(topk_u32 x, int s) {
   topk_u32 r = x >> s;
   topk_u32 rem = x & ((1u << s) - 1u);
   topk_u32 half = 1u << (s - 1);
@@ -133,7 +140,7 @@ __device__ static inline topk_u32 topk_rne_shift(topk_u32 x, int s) {
 }
 
 // fp32 bits (canonical) -> fp16 bits, round to nearest even, as __float2half_rn does.
-__device__ static inline topk_u32 topk_half_bits(topk_u32 b) {
+TOPK_HD static inline topk_u32 topk_half_bits(topk_u32 b) {
   topk_u32 sign = (b >> 16) & 0x8000u;
   topk_u32 a = b & 0x7FFFFFFFu;
   topk_u32 h;
@@ -153,12 +160,12 @@ __device__ static inline topk_u32 topk_half_bits(topk_u32 b) {
   return h | sign;
 }
 
-__device__ static inline topk_u32 topk_key16(topk_u32 canon_bits) {
+TOPK_HD static inline topk_u32 topk_key16(topk_u32 canon_bits) {
   topk_u32 u = topk_half_bits(canon_bits);
   return (u & 0x8000u) ? (u ^ 0xFFFFu) : (u | 0x8000u);
 }
 
-__device__ static inline int topk_bin(topk_u32 canon_bits) {
+TOPK_HD static inline int topk_bin(topk_u32 canon_bits) {
   return (int)(topk_key16(canon_bits) >> (16 - TOPK_COARSE_BITS));
 }
 
@@ -407,11 +414,12 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 
   const int tid = TOPK_TID;
   const int row = TOPK_BID;
+  const int start = has_starts ? row_starts[row] : 0;
   int len = has_lengths ? lengths[row] : ncols;
-  if (len > ncols) len = ncols;
+  if (start < 0 || start > ncols) len = 0;            // invalid start: treat the row as empty
+  else if (len > ncols - start) len = ncols - start;  // never read past the row
   if (len < 0) len = 0;
-  const long long start = has_starts ? (long long)row_starts[row] : 0ll;
-  const float* p = scores + (long long)row * (long long)row_stride + start;
+  const float* p = scores + (long long)row * (long long)row_stride + (start > 0 ? start : 0);
   int* o = out + (long long)row * (long long)K;
 
   TopkTransform tr;
