@@ -1,0 +1,66 @@
+"""Results files (results/<target>/<family>.yaml): build, write atomically, load and validate.
+
+Layout shared by analytic and timed results::
+
+    schema: occtune.results/1
+    family: topk
+    target: gfx950
+    timed: false
+    winner: {config: {...}, ...}    # or null when nothing qualifies
+    rows: [...]                     # every point of the sweep
+    assumptions: {...}
+    provenance: {...}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tuner.errors import UserError
+from tuner.fsutil import atomic_write_yaml
+
+SCHEMA = "occtune.results/1"
+REQUIRED = {"schema": str, "family": str, "target": str, "timed": bool, "rows": list, "provenance": dict}
+
+
+def results_path(out_dir: str | Path, target: str, family: str) -> Path:
+    return Path(out_dir) / target / f"{family}.yaml"
+
+
+def write_results(path: str | Path, doc: dict) -> Path:
+    validate(doc, str(path))
+    return atomic_write_yaml(path, doc)
+
+
+def validate(doc, where: str) -> dict:
+    if not isinstance(doc, dict):
+        raise UserError(f"{where}: not an occtune results file (expected a mapping)")
+    for key, typ in REQUIRED.items():
+        if key not in doc:
+            raise UserError(f"{where}: missing key '{key}'; is this an occtune results file?")
+        if not isinstance(doc[key], typ):
+            raise UserError(f"{where}: key '{key}' must be a {typ.__name__}")
+    if doc["schema"] != SCHEMA:
+        raise UserError(f"{where}: key 'schema' is {doc['schema']!r}; this occtune reads {SCHEMA}")
+    if "winner" not in doc:
+        raise UserError(f"{where}: missing key 'winner'")
+    w = doc["winner"]
+    if w is not None:
+        if not isinstance(w, dict) or not isinstance(w.get("config"), dict):
+            raise UserError(f"{where}: key 'winner.config' must be a mapping of parameter -> value")
+    return doc
+
+
+def load_results(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read results file {path}: {e.strerror or e}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    return validate(doc, str(path))
