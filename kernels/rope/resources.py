@@ -100,16 +100,47 @@ def _amd_numbers(asm: str) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _compilable_variants() -> dict:
+    """VARIANTS whose kernels are JITFunctions. Under TRITON_INTERPRET=1 ``@triton.jit`` makes
+    interpreter objects that cannot be compiled, so load a second copy of kernels.py with the
+    interpreter switched off for the duration of the import."""
+    import importlib.util
+
+    from . import kernels
+
+    if hasattr(kernels.rope_flat_kernel, "cache_key"):
+        return kernels.VARIANTS
+    try:    # Triton >= 3.4 reads TRITON_INTERPRET through knobs, unless a script set the knob
+        from triton import knobs
+
+        overrides = knobs.runtime.__dict__
+    except ImportError:
+        overrides = {}
+    saved_env, saved_knob = os.environ.get("TRITON_INTERPRET"), overrides.pop("interpret", None)
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        spec = importlib.util.spec_from_file_location("kernels.rope._compiled_kernels", kernels.__file__)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        if saved_knob is not None:
+            overrides["interpret"] = saved_knob
+        if saved_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved_env
+    return mod.VARIANTS
+
+
 @functools.lru_cache(maxsize=512)
 def _compile_info(variant, block_m, num_warps, target_name, wl_key) -> dict:
     import triton
 
-    from .kernels import VARIANTS
-
     workload = dict(wl_key)
     sig, cx, attrs = _signature(workload, {"BLOCK_M": block_m})
     target = gpu_target(target_name)
-    src = triton.compiler.ASTSource(VARIANTS[variant][0], sig, cx, attrs)
+    src = triton.compiler.ASTSource(_compilable_variants()[variant][0], sig, cx, attrs)
     k = triton.compile(src, target=target, options={"num_warps": num_warps})
     info = {"target": target_name, "variant": variant, "BLOCK_M": block_m, "num_warps": num_warps,
             "threads": num_warps * target.warp_size, "shared": int(k.metadata.shared)}
