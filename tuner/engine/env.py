@@ -61,7 +61,7 @@ def fingerprint(device, family_name: str, source_hash: str, timer_kind: str) -> 
         "source_hash": source_hash,
         "timer": timer_kind,
     })
-    return dict(sorted(fp.items()))
+    return {k: (v if v is None or isinstance(v, (int, float)) else str(v)) for k, v in sorted(fp.items())}
 
 
 def fp_hash(fp: dict) -> str:

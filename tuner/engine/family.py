@@ -68,6 +68,10 @@ class Family:
         """Prune impossible (config, workload) pairs before building. (ok, reason)."""
         return True, ""
 
+    def admissible(self, config: Config, workload: Workload) -> tuple[bool, str]:
+        """Hard constraint at selection (capacity, headroom): measured and shown, never chosen if False."""
+        return True, ""
+
     def safety_key(self, config: Config) -> float:
         """Larger is safer (e.g. more candidate headroom); breaks ties inside the noise."""
         return 0.0
