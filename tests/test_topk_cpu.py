@@ -1,0 +1,242 @@
+"""CPU tests of the top-k family: checker, key model, adversarial inputs, build plumbing, and
+offline compilation of the real kernel source for sm_90 (nvcc) and gfx942 (clang HIP)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kernels import topk as tk
+from kernels.topk import offline, reference as ref
+from tuner import rtc
+from tuner.errors import UserError
+
+K = 64
+
+
+def _true_topk(s, k):
+    return np.argsort(-s, kind="stable")[:k].astype(np.int32)
+
+
+# ---- checker ---------------------------------------------------------------------------------
+def test_check_accepts_reference_and_tie_swaps():
+    s = np.array([[5, 1, 3, 3, 3, 0]], np.float32)
+    ok, why = ref.check_topk(s, None, 3, np.array([[0, 2, 3]], np.int32))
+    assert ok, why
+    ok, why = ref.check_topk(s, None, 3, np.array([[4, 0, 3]], np.int32))   # other tie choice
+    assert ok, why
+
+
+def test_check_catches_wrong_set():
+    s = np.array([[5, 1, 3, 2, 4, 0]], np.float32)
+    ok, why = ref.check_topk(s, None, 3, np.array([[0, 4, 3]], np.int32))  # 2 instead of 3
+    assert not ok and "multiset" in why
+
+
+def test_check_catches_duplicate_index():
+    s = np.array([[3, 3, 3, 1, 0, 0]], np.float32)
+    ok, why = ref.check_topk(s, None, 3, np.array([[0, 1, 1]], np.int32))
+    assert not ok and "duplicated" in why
+
+
+def test_check_catches_missing_padding_and_bad_index():
+    s = np.zeros((1, 8), np.float32)
+    lens = np.array([2], np.int32)
+    ok, why = ref.check_topk(s, lens, 4, np.array([[0, 1, 2, -1]], np.int32))
+    assert not ok and "then -1" in why
+    ok, _ = ref.check_topk(s, lens, 4, np.array([[0, 1, -1, -1]], np.int32))
+    assert ok
+    ok, why = ref.check_topk(np.arange(8, dtype=np.float32)[None], np.array([6]), 3,
+                             np.array([[5, 4, 7]], np.int32))   # 7 is beyond the row length
+    assert not ok and "outside" in why
+
+
+def test_check_nan_ranks_above_inf_and_signed_zero():
+    s = np.array([[np.inf, -np.nan, 1.0, np.nan, -0.0, 0.0]], np.float32)
+    assert ref.check_topk(s, None, 2, np.array([[1, 3]], np.int32))[0]
+    assert not ref.check_topk(s, None, 2, np.array([[0, 3]], np.int32))[0]
+    z = np.array([[-0.0, 0.0, -1.0]], np.float32)
+    assert ref.check_topk(z, None, 1, np.array([[0]], np.int32))[0]   # -0 == +0
+
+
+def test_check_row_starts():
+    s = np.array([[9, 9, 1, 5, 2, 0]], np.float32)
+    ok, why = ref.check_topk(s, np.array([4]), 2, np.array([[1, 2]], np.int32), row_starts=np.array([2]))
+    assert ok, why
+    assert not ref.check_topk(s, np.array([4]), 2, np.array([[0, 1]], np.int32), row_starts=np.array([2]))[0]
+
+
+@pytest.mark.parametrize("name", ref.CASES)
+def test_reference_passes_own_check_on_every_case(name):
+    s, lens = ref.make_case(name, 6, 4096 + 3, K, seed=1)
+    out = ref.reference_topk(s, lens, K)
+    ok, why = ref.check_topk(s, lens, K, out)
+    assert ok, f"{name}: {why}"
+
+
+def test_reference_matches_plain_sort_on_distinct_values():
+    rng = np.random.default_rng(3)
+    s = rng.permutation(5000).astype(np.float32)[None]
+    out = ref.reference_topk(s, None, 100)
+    assert set(out[0].tolist()) == set(_true_topk(s[0], 100).tolist())
+
+
+# ---- adversarial generators --------------------------------------------------------------------
+def test_one_bin_case_puts_over_77_percent_in_one_coarse_bin():
+    s, _ = ref.make_case("one_bin_77", 4, 50000, 2048, seed=0)
+    for row in s:
+        counts = np.bincount(ref.coarse_bins(row, 8), minlength=256)
+        assert counts.max() / row.size > 0.75
+
+
+def test_edge_lengths_cover_the_boundaries():
+    _, lens = ref.make_case("edge_lengths", 16, 10000, 2048)
+    assert {0, 1, 2047, 2048, 2049, 10000} <= set(lens.tolist())
+
+
+def test_special_cases_contain_what_they_claim():
+    s, _ = ref.make_case("specials", 4, 20000, 64)
+    assert np.isnan(s).any() and np.isposinf(s).any() and np.isneginf(s).any()
+    d, _ = ref.make_case("denormals", 2, 20000, 64)
+    assert ((np.abs(d) > 0) & (np.abs(d) < np.finfo(np.float32).tiny)).any()
+
+
+# ---- key model -------------------------------------------------------------------------------
+def test_key16_orders_like_floats():
+    v = np.array([-np.inf, -65504, -1.5, -1e-7, -0.0, 0.0, 6e-8, 1.0, 65504, 70000, np.inf, np.nan],
+                 np.float32)
+    k = ref.key16(v)
+    assert np.all(np.diff(k.astype(np.int64)) >= 0)
+    assert k[-1] > k[-2]            # NaN above +inf
+    assert ref.key16(np.array([-np.nan], np.float32))[0] == k[-1]
+
+
+def test_threshold_bin_counts_known_row():
+    # 10 values in one fp16 bin (1.0..1.2), 5 far above: k=8 needs 3 from the bin of 10
+    row = np.concatenate([np.full(5, 100.0), np.linspace(1.0, 1.1, 10), np.full(20, -3.0)]).astype(np.float32)
+    assert ref.threshold_bin_counts(row[None], None, 8)[0] == 10
+    assert ref.threshold_bin_counts(row[None], None, 5)[0] == 5    # the five 100.0 share a bin
+    assert ref.threshold_bin_counts(row[None], None, 16)[0] == 20  # the -3.0 bin
+    assert ref.threshold_bin_counts(row[None], None, 35)[0] == 0   # length <= k
+
+
+HARNESS = r"""
+#include "topk.cuh"
+#include <cstdio>
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb"); FILE* g = fopen(argv[2], "wb");
+  unsigned b;
+  while (fread(&b, 4, 1, f) == 1) {
+    unsigned c = topk_canon(b);
+    unsigned r[2] = {topk_key16(c), topk_fine_key(c)};
+    fwrite(r, 4, 2, g);
+  }
+  fclose(f); fclose(g); return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_kernel_key_functions_match_numpy(tmp_path):
+    """The kernel's own fp32->fp16 bit arithmetic (host-compiled) against numpy's conversion."""
+    src = tmp_path / "h.cu"
+    src.write_text(HARNESS)
+    exe = tmp_path / "h"
+    subprocess.run(["nvcc", "-I", str(tk.SOURCE_PATH.parent), "-x", "cu", str(src), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=240)
+    rng = np.random.default_rng(0)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001,
+                        0x477FEFFF, 0x477FF000, 0x477FF001, 0x38800000, 0x387FFFFF, 0x33000000,
+                        0x33000001, 0x33800000, 0x00000001, 0x807FFFFF, 0x3F800FFF, 0x3F801000,
+                        0x3F803000, 0x3F802FFF], np.uint32)
+    bits = np.concatenate([special, rng.integers(0, 2**32, 200000, dtype=np.uint64).astype(np.uint32),
+                           (rng.standard_normal(100000).astype(np.float32)).view(np.uint32),
+                           np.arange(0x33000000, 0x38900000, 97, dtype=np.uint32)])
+    (tmp_path / "in.bin").write_bytes(bits.tobytes())
+    subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True, timeout=60)
+    got = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint32).reshape(-1, 2)
+    vals = bits.view(np.float32)
+    want16 = ref.key16(vals)
+    bad = np.nonzero(got[:, 0] != want16)[0]
+    assert bad.size == 0, f"key16 differs for bits {bits[bad[:5]]}: {got[bad[:5], 0]} vs {want16[bad[:5]]}"
+    assert np.array_equal(got[:, 1], ref.fine_keys(vals))
+
+
+# ---- build plumbing --------------------------------------------------------------------------
+def test_build_options_from_defines():
+    opts = rtc.build_options(tk.defines(40960, 512, 12))
+    assert opts == ["-DSGL_TOPK_DYNAMIC_SMEM_BYTES=40960", "-DTOPK_COARSE_BITS=12", "-DTOPK_THREADS=512"]
+    assert rtc.build_options({"A": None, "B": True}) == ["-DA", "-DB=1"]
+    with pytest.raises(UserError):
+        rtc.build_options({"bad name": 1})
+    with pytest.raises(UserError):
+        rtc.build_options({"A": "1 -DB=2"})
+
+
+def test_defines_validate():
+    with pytest.raises(UserError):
+        tk.defines(40960, 512, 10)
+    with pytest.raises(UserError):
+        tk.defines(40960, 500, 8)
+    with pytest.raises(UserError):
+        tk.defines(40961, 512, 8)
+    assert tk.capacity(40960) == 5120 and tk.capacity(131072) == 16384
+
+
+def test_long_row_plan():
+    assert tk.long_row_plan(131072, 2048) == (0, 0)
+    p, cap = tk.long_row_plan(1 << 20, 2048)
+    assert p >= 2048 and 2 * p < (1 << 20) and cap >= 4 * 2048
+
+
+def test_rtc_without_gpu_is_a_user_error():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(UserError):
+        rtc.compile_kernel("extern \"C\" __global__ void k() {}", "k", {})
+
+
+def test_topk_rejects_cpu_tensors():
+    import torch
+
+    with pytest.raises(UserError):
+        tk.topk(torch.zeros(2, 10), k=4)
+
+
+# ---- offline compilation of the real source ------------------------------------------------------
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("bits", [8, 12])
+def test_compiles_for_sm90(bits):
+    r = offline.compile_nvcc("90", 40960, 512, bits)
+    assert r["regs"] > 0
+    assert r["static_smem"] < (20000 if bits == 12 else 8192)
+
+
+REMARKS = """x.cu:1:1: remark: Function Name: other [-Rpass-analysis=kernel-resource-usage]
+x.cu:1:1: remark:     VGPRs: 99 [-Rpass-analysis=kernel-resource-usage]
+x.cu:9:1: remark: Function Name: topk_transform_kernel [-Rpass-analysis=kernel-resource-usage]
+x.cu:9:1: remark:     SGPRs: 88 [-Rpass-analysis=kernel-resource-usage]
+x.cu:9:1: remark:     VGPRs: 38 [-Rpass-analysis=kernel-resource-usage]
+x.cu:9:1: remark:     Occupancy [waves/SIMD]: 8 [-Rpass-analysis=kernel-resource-usage]
+x.cu:9:1: remark:     LDS Size [bytes/block]: 3104 [-Rpass-analysis=kernel-resource-usage]
+"""
+
+
+def test_parse_remarks_picks_the_named_kernel():
+    r = offline.parse_amdgpu_remarks(REMARKS)
+    assert r == {"sgprs": 88, "vgprs": 38, "occupancy_waves_per_simd": 8, "static_lds": 3104}
+
+
+@pytest.mark.skipif(offline.find_clang() is None, reason="clang not installed")
+@pytest.mark.parametrize("bits", [8, 12])
+def test_compiles_for_gfx942(bits):
+    r = offline.compile_hip("gfx942", 49152, 512, bits)
+    assert r.get("vgprs", 0) > 0 and r.get("sgprs", 0) > 0
+    assert r.get("vgpr_spill", 0) == 0
+    assert 0 < r["static_lds"] < (20000 if bits == 12 else 8192)
+    assert 1 <= r["occupancy_waves_per_simd"] <= 8
