@@ -1,0 +1,96 @@
+"""The top-k family for the tuning engine: LDS-budget sweep of ``topk.cuh``."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from kernels import topk as tk
+from kernels.topk import reference as ref
+from tuner.engine.family import CheckResult, Family, Resources
+
+K = 2048
+
+
+class TopkFamily(Family):
+    name = "topk"
+
+    def __init__(self, budgets=(32768, 40960, 49152, 131072), threads=(512,), bits=(8,), k: int = K):
+        self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
+        self.k = int(k)
+
+    # --- the space -----------------------------------------------------------------------------
+    def axes(self):
+        return {a: list(v) for a, v in self._axes.items()}
+
+    def baseline_config(self):
+        return {"lds_budget": tk.DEFAULT_BUDGET, "threads": 512, "bits": 8}
+
+    def workloads(self):
+        return [{"B": B, "L": L, "K": self.k} for B in (1, 8, 64, 256)
+                for L in (8192, 65536, 131072, 1048576)]
+
+    def is_valid(self, config, workload):
+        try:
+            tk.defines(config["lds_budget"], config["threads"], config["bits"])
+        except Exception as e:  # noqa: BLE001 - UserError: say why
+            return False, str(e)
+        return True, ""
+
+    def safety_key(self, config):
+        return float(config["lds_budget"])   # more candidate headroom is safer
+
+    # --- build and resources ------------------------------------------------------------------
+    def source_hash(self):
+        return hashlib.sha256(tk.read_source().encode()).hexdigest()[:16]
+
+    def build(self, config, device):
+        return tk.build(config["lds_budget"], config["threads"], config["bits"], device)
+
+    def resources(self, built, config):
+        info = getattr(built, "info", {}) or {}
+        if "static_smem" not in info:
+            return None          # the driver did not say (e.g. attribute query unavailable)
+        return Resources(threads=config["threads"], static_lds=info["static_smem"],
+                         dynamic_lds=config["lds_budget"], regs=info.get("num_regs"),
+                         source="compiler")
+
+    # --- run and check ------------------------------------------------------------------------
+    def _to_inputs(self, scores, lengths, device, workload):
+        import torch
+
+        return {"scores": torch.from_numpy(scores).to(device),
+                "lengths": torch.from_numpy(np.asarray(lengths, np.int32)).to(device),
+                "k": int(workload.get("K", self.k))}
+
+    def make_inputs(self, workload, seed, device):
+        s, lens = ref.make_case("random_normal", workload["B"], workload["L"],
+                                workload.get("K", self.k), seed)
+        return self._to_inputs(s, lens, device, workload)
+
+    def adversarial_inputs(self, workload, device):
+        # Keep verification affordable: at most 8 rows per case, full row length.
+        B = min(int(workload["B"]), 8)
+        for name, s, lens in ref.adversarial_cases(B, int(workload["L"]), workload.get("K", self.k)):
+            yield name, self._to_inputs(s, lens, device, workload)
+
+    def run(self, built, inputs):
+        out, diag = tk.topk(inputs["scores"], inputs["k"], inputs["lengths"], kernel=built,
+                            return_diagnostics=True)
+        return {"out": out, "diag": diag}
+
+    def check(self, outputs, inputs, workload):
+        k = inputs["k"]
+        ok, why = ref.check_topk(inputs["scores"].cpu(), inputs["lengths"].cpu(), k,
+                                 outputs["out"].cpu())
+        diag = outputs["diag"]
+        return CheckResult(ok, why, {"overflow_rows": diag["overflow_rows"],
+                                     "capacity": diag["capacity"],
+                                     "max_threshold_bin": int(diag["bin_counts"].max().item())
+                                     if diag["bin_counts"].numel() else 0})
+
+    # --- roofline -----------------------------------------------------------------------------
+    def bytes_moved(self, workload):
+        k = workload.get("K", self.k)
+        return workload["B"] * workload["L"] * 4 + workload["B"] * k * 4
