@@ -1,0 +1,171 @@
+"""The RoPE kernel family for the tuning engine: variant x BLOCK_M x num_warps on DeepSeek-V4's
+real shapes (inverse rope on the last 64 columns of a bf16 ``[T, 128, 512]`` attention output).
+
+``run`` writes out of place into the matching slice of a second ``[T, H, head_dim]`` tensor, so
+the input is never modified and the engine may rerun a config as often as it likes, with the
+same strided store pattern as the in-place call. That tensor is NaN-poisoned by ``make_inputs``:
+``check`` fails on any NaN in the rope columns and on any write outside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.engine.family import CheckResult, Family, Resources
+
+from .config import BASELINE_CONFIG, VARIANT_NAMES, local_target, validate_config
+
+DEEPSEEK_TOKENS = (1, 64, 1024, 8192, 32768)
+_ESIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+# check bounds per dtype: relative L2 error, and max-abs error relative to max |reference|
+_TOL = {"bf16": (1e-2, 2.0**-7), "fp16": (2e-3, 2.0**-10), "fp32": (1e-5, 1e-5)}
+
+
+def deepseek_workload(T: int, H: int = 128, D: int = 64, head_dim: int = 512, dtype: str = "bf16",
+                      inverse: bool = True, positions: bool = True) -> dict:
+    return {"T": T, "H": H, "D": D, "head_dim": head_dim, "dtype": dtype, "inverse": inverse,
+            "positions": positions}
+
+
+@dataclass
+class RopeInputs:
+    x: Any            # [T, H, D] strided view (the rope columns of ``src``)
+    freqs: Any        # complex64 [S, D/2]
+    f2: Any           # its fp32 [S, D] view
+    positions: Any    # int64 [T] or None
+    inverse: bool
+    dst: Any          # [T, H, head_dim], NaN-poisoned
+    out: Any          # dst[..., -D:]
+
+
+@dataclass(frozen=True)
+class RopeBuilt:
+    config: dict
+
+
+class RopeFamily(Family):
+    name = "rope"
+
+    def __init__(self, workloads: list | None = None):
+        self._workloads = [dict(w) for w in workloads] if workloads else [deepseek_workload(t) for t in DEEPSEEK_TOKENS]
+        self.init_kwargs = {"workloads": self._workloads} if workloads else {}
+
+    # --- the space -------------------------------------------------------------------------
+    def axes(self) -> dict[str, list]:
+        return {"variant": list(VARIANT_NAMES), "BLOCK_M": [8, 16, 32, 64, 128], "num_warps": [1, 2, 4, 8]}
+
+    def baseline_config(self) -> dict:
+        return dict(BASELINE_CONFIG)
+
+    def workloads(self) -> list[dict]:
+        return [dict(w) for w in self._workloads]
+
+    def is_valid(self, config: dict, workload: dict) -> tuple[bool, str]:
+        if config["variant"] == "token" and config["BLOCK_M"] != 8:
+            return False, "the token kernel ignores BLOCK_M: swept at BLOCK_M=8 only"
+        if config["variant"] == "heads" and config["BLOCK_M"] > max(8, 2 * workload.get("H", 1)):
+            return False, "heads kernel: BLOCK_M far above the head count leaves the tile empty"
+        return True, ""
+
+    def safety_key(self, config: dict) -> float:
+        """Fewer elements per thread (less register pressure, no spills on other targets) is safer."""
+        per_program = 1 if config["variant"] == "token" else config["BLOCK_M"]
+        return -per_program / config["num_warps"]
+
+    # --- build and resources -----------------------------------------------------------------
+    def source_hash(self) -> str:
+        h = hashlib.sha256()
+        for name in ("kernels.py", "__init__.py"):
+            h.update((Path(__file__).parent / name).read_bytes())
+        return h.hexdigest()[:16]
+
+    def build(self, config: dict, device: Any) -> RopeBuilt:
+        return RopeBuilt(validate_config(config))
+
+    def resources(self, built: RopeBuilt, config: dict) -> Resources | None:
+        from .resources import compiled_resources
+
+        target = local_target()
+        return compiled_resources(built.config, target) if target else None
+
+    # --- run and check -----------------------------------------------------------------------
+    def make_inputs(self, workload: dict, seed: int, device: Any) -> RopeInputs:
+        import torch
+
+        w = {**deepseek_workload(1), **workload}
+        T, H, D, hd = w["T"], w["H"], w["D"], w["head_dim"]
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[w["dtype"]]
+        g = torch.Generator(device=device).manual_seed(seed)
+        src = torch.randn((T, H, hd), generator=g, device=device, dtype=dtype)
+        S = T + 17
+        ang = torch.rand((S, D // 2), generator=g, device=device, dtype=torch.float32) * 6.2831853
+        freqs = torch.polar(torch.ones_like(ang), ang)
+        pos = torch.randperm(S, generator=g, device=device)[:T] if w["positions"] else None
+        dst = torch.full_like(src, float("nan"))
+        return RopeInputs(src[..., -D:], freqs, torch.view_as_real(freqs).reshape(S, D), pos,
+                          bool(w["inverse"]), dst, dst[..., -D:])
+
+    def adversarial_inputs(self, workload: dict, device: Any):
+        w = dict(workload)
+        yield "odd T=37, rope_dim 96 (not a power of two), shuffled positions", self.make_inputs(
+            {**w, "T": 37, "D": 96, "head_dim": 160, "positions": True}, 7, device)
+        yield "one token", self.make_inputs({**w, "T": 1}, 8, device)
+
+    def run(self, built: RopeBuilt, inputs: RopeInputs) -> Any:
+        from .kernels import launch
+
+        c = built.config
+        launch(c["variant"], inputs.x, inputs.out, inputs.f2, inputs.positions, inputs.inverse,
+               c["BLOCK_M"], c["num_warps"])
+        return inputs.out
+
+    def run_naive(self, inputs: RopeInputs) -> Any:
+        """The plain torch path, for the benchmark's comparison (same inputs, same output slice)."""
+        from . import naive_torch_rope
+
+        return inputs.out.copy_(naive_torch_rope(inputs.x, inputs.freqs, inputs.positions, inputs.inverse))
+
+    def check(self, outputs: Any, inputs: RopeInputs, workload: dict) -> CheckResult:
+        import torch
+
+        from . import reference_rope
+
+        dtype = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[inputs.out.dtype]
+        rel_tol, abs_tol = _TOL[dtype]
+        D = inputs.x.shape[-1]
+        if not bool(torch.isnan(inputs.dst[..., :-D]).all()):
+            return CheckResult(False, "wrote outside the rope columns (missing column mask?)")
+        num = den = 0.0
+        max_err = max_ref = 0.0
+        for t0 in range(0, inputs.x.shape[0], 1024):    # float64 reference in chunks: bounded memory
+            sl = slice(t0, t0 + 1024)
+            pos = inputs.positions[sl] if inputs.positions is not None else torch.arange(
+                t0, min(t0 + 1024, inputs.x.shape[0]), device=inputs.x.device)
+            ref = reference_rope(inputs.x[sl], inputs.freqs, pos, inputs.inverse)
+            out = outputs[sl].double()
+            if bool(torch.isnan(out).any()):
+                return CheckResult(False, "NaN in the output (a row or column left unwritten?)")
+            diff = out - ref
+            num += float((diff * diff).sum())
+            den += float((ref * ref).sum())
+            max_err = max(max_err, float(diff.abs().max()))
+            max_ref = max(max_ref, float(ref.abs().max()))
+        rel = (num / den) ** 0.5 if den > 0 else float(num > 0)
+        diag = {"rel_l2": rel, "max_abs_err": max_err}
+        if not rel < rel_tol:
+            return CheckResult(False, f"relative L2 error {rel:.3g} >= {rel_tol:g}", diag)
+        if not max_err <= abs_tol * max_ref:
+            return CheckResult(False, f"max abs error {max_err:.3g} > {abs_tol:.3g} x max|ref| {max_ref:.3g}", diag)
+        return CheckResult(True, "", diag)
+
+    # --- roofline ----------------------------------------------------------------------------
+    def bytes_moved(self, workload: dict) -> int:
+        w = {**deepseek_workload(1), **workload}
+        T, H, D = w["T"], w["H"], w["D"]
+        return 2 * T * H * D * _ESIZE[w["dtype"]] + T * D * 4 + (T * 8 if w["positions"] else 0)
+
+    def flops(self, workload: dict) -> int:
+        return 3 * workload["T"] * workload["H"] * workload["D"]     # 4 mul + 2 add per pair
