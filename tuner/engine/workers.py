@@ -27,9 +27,9 @@ _STARTUP_S = 300.0     # spawning + importing torch/triton can be slow on a cold
 
 
 def _worker_main(conn, device: str, timer) -> None:
-    if device.startswith("cuda"):
-        import torch
+    import torch      # import before "ready": the per-config timeout must not pay for it
 
+    if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     families: dict = {}
     conn.send(("ready", None))
