@@ -1,0 +1,91 @@
+"""`tune topk` on a CPU machine: the analytic sweep must reproduce the sglang hand analysis."""
+
+import yaml
+
+from clihelp import assert_user_error, tune, tune_json
+from tuner.capacity import measured_capacity, uniform_capacity
+
+K = 1024
+
+
+def _by_budget(doc):
+    return {c["lds_budget_bytes"]: c for c in doc["configs"]}
+
+
+def test_gfx950_hand_analysis(tmp_path):
+    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path)
+    rows = _by_budget(doc)
+    assert set(rows) == {32 * K, 40 * K, 48 * K, 128 * K}
+    assert rows[128 * K]["blocks_per_cu"] == 1 and rows[128 * K]["limiter"] == "lds"
+    r40 = rows[40 * K]
+    assert (r40["blocks_per_cu"], r40["tie_capacity_entries"], r40["max_context_tokens"]) == (3, 5120, 1310720)
+    assert r40["covers_context"] and not rows[32 * K]["covers_context"]
+    assert doc["winner"]["config"]["lds_budget"] == 40 * K
+    assert doc["timed"] is False and doc["assumptions"]["capacity_bound"] == "uniform"
+    assert "uniform-bin estimate" in doc["assumptions"]["capacity_bound_label"]
+
+
+def test_gfx942_hand_analysis(tmp_path):
+    doc = tune_json("topk", "--target", "gfx942", "--out", tmp_path)
+    rows = _by_budget(doc)
+    assert not rows[128 * K]["fits"]
+    assert rows[48 * K]["fits"] and rows[48 * K]["blocks_per_cu"] == 1
+    # 40 and 48 KiB tie at 1 block/CU: the tie goes to more headroom.
+    assert doc["winner"]["config"]["lds_budget"] == 48 * K
+
+
+def test_results_file_is_complete(tmp_path):
+    r = tune("topk", "--target", "gfx950", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "40 KiB *" in r.stdout and "uniform-bin estimate" in r.stdout
+    doc = yaml.safe_load((tmp_path / "gfx950" / "topk.yaml").read_text())
+    assert doc["timed"] is False and doc["family"] == "topk" and doc["target"] == "gfx950"
+    assert len(doc["rows"]) == 4 and doc["winner"]["config"] == {"lds_budget": 40960, "threads": 512, "bits": 8}
+    prov = doc["provenance"]
+    assert prov["occtune"] and prov["date"] and "analytic" in prov["device"]
+    assert doc["assumptions"]["static_lds_bytes"] == 7 * K
+
+
+def test_options_override_the_profile(tmp_path):
+    doc = tune_json("topk", "--target", "gfx950", "--budgets", "24K,64KiB", "--threads", "1024",
+                    "--bits", "12", "--out", tmp_path)
+    rows = _by_budget(doc)
+    assert set(rows) == {24 * K, 64 * K}
+    assert rows[24 * K]["max_context_tokens"] == 3072 * 4096   # 12-bit key: 4096 bins
+    assert doc["assumptions"]["threads"] == 1024
+
+
+def test_budget_over_the_workgroup_maximum_is_a_row_not_a_crash(tmp_path):
+    doc = tune_json("topk", "--target", "gfx950", "--budgets", "40K,200K", "--out", tmp_path)
+    big = _by_budget(doc)[200 * K]
+    assert big["fits"] is False and "LDS" in big["reason"]
+
+
+def test_no_winner_when_nothing_covers(tmp_path):
+    doc = tune_json("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path)
+    assert doc["winner"] is None
+
+
+def test_bad_input(tmp_path):
+    assert_user_error(tune("topk", "--target", "gfx9500", "--out", tmp_path), "gfx950")
+    assert_user_error(tune("topk", "--target", "gfx950", "--budgets", "40Q", "--out", tmp_path), "40Q")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = tune("topk", "--target", "gfx950", "--out", blocker / "sub")
+    assert_user_error(r, "cannot write")
+    assert not (blocker / "sub").exists()
+
+
+def test_malformed_profile_names_file_and_key(tmp_path):
+    prof = tmp_path / "topk.yaml"
+    prof.write_text("family: topk\nk: 2048\n")
+    assert_user_error(tune("topk", "--target", "gfx950", "--profile", prof), str(prof), "description")
+
+
+def test_capacity_functions():
+    u = uniform_capacity(40 * K, bytes_per_entry=8, bits=8, required_context=1 << 20, headroom=1.25)
+    assert (u.entries, u.max_context_tokens, u.covers_context) == (5120, 1310720, True)
+    assert not uniform_capacity(32 * K, bytes_per_entry=8, bits=8, required_context=1 << 20,
+                                headroom=1.25).covers_context
+    m = measured_capacity(40 * K, bytes_per_entry=8, max_candidates=4200, headroom=1.25)
+    assert m.required_entries == 5250 and not m.covers_context
