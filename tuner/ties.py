@@ -69,7 +69,8 @@ def _to_fp16(x: np.ndarray) -> np.ndarray:
     if torch is None:
         if name == "torch":
             raise UserError("the torch fp16 backend was asked for but torch is not installed")
-        return x.astype(np.float16).view(np.uint16)
+        with np.errstate(over="ignore"):     # beyond the fp16 range -> inf is the rule
+            return x.astype(np.float16).view(np.uint16)
     if not x.flags.writeable or not x.flags.c_contiguous:   # torch.from_numpy wants both
         x = np.array(x, dtype=np.float32, order="C")
     return torch.from_numpy(x).half().numpy().view(np.uint16)
