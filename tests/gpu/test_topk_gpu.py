@@ -1,0 +1,148 @@
+"""GPU exactness tests of the radix top-k kernel (kernels/topk/topk.cuh), checked on the CPU
+with the tie-aware reference. Run on a GPU machine:
+
+    python3 -m pytest -q tests/gpu/test_topk_gpu.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]
+
+from kernels import topk as tk  # noqa: E402
+from kernels.topk import reference as ref  # noqa: E402
+
+BUDGETS = [32768, 40960, 49152, 131072]
+K = 2048
+
+
+def _budgets():
+    """Budgets this device can grant (gfx942: 64 KB per workgroup, so not 128 KB)."""
+    if not torch.cuda.is_available():
+        return BUDGETS
+    props = torch.cuda.get_device_properties(0)
+    limit = getattr(props, "shared_memory_per_block_optin", 0) or 65536
+    return [b for b in BUDGETS if b + 20000 <= limit]
+
+
+def _run(s, lens, k=K, budget=40960, bits=8, starts=None, **kw):
+    dev = "cuda"
+    st = torch.from_numpy(np.ascontiguousarray(s)).to(dev)
+    lt = None if lens is None else torch.from_numpy(np.asarray(lens, np.int32)).to(dev)
+    rt = None if starts is None else torch.from_numpy(np.asarray(starts, np.int32)).to(dev)
+    out, diag = tk.topk(st, k, lt, rt, budget=budget, bits=bits, return_diagnostics=True, **kw)
+    torch.cuda.synchronize()
+    return out.cpu().numpy(), diag
+
+
+def _assert_exact(s, lens, k, out, starts=None, what=""):
+    ok, why = ref.check_topk(s, lens, k, out, row_starts=starts)
+    assert ok, f"{what}: {why}"
+
+
+@pytest.mark.parametrize("bits", [8, 12])
+@pytest.mark.parametrize("budget", _budgets())
+def test_adversarial_cases_exact(budget, bits):
+    L = 20000 + 3                      # not a multiple of the block size
+    for name, s, lens in ref.adversarial_cases(8, L, K, seed=budget + bits):
+        out, diag = _run(s, lens, K, budget, bits)
+        _assert_exact(s, lens, K, out, what=f"{name} budget={budget} bits={bits}")
+        pred = ref.threshold_bin_counts(s, lens, K, bits)
+        got = diag["bin_counts"].cpu().numpy()
+        assert np.array_equal(got, pred), f"{name}: threshold-bin counts {got} != predicted {pred}"
+        assert diag["overflow_rows"] == int((pred > budget // 8).sum())
+
+
+@pytest.mark.parametrize("bits", [8, 12])
+def test_overflow_path_exact_and_counted(bits):
+    s, lens = ref.make_case("one_bin_77", 16, 65536, K, seed=5)
+    lens[::4] = 30000
+    out, diag = _run(s, lens, K, 32768, bits)
+    _assert_exact(s, lens, K, out, what="one_bin_77 overflow")
+    pred = ref.threshold_bin_counts(s, lens, K, bits)
+    if bits == 8:
+        assert (pred > 4096).sum() == 16           # the case must really overflow
+    assert diag["overflow_rows"] == int((pred > 4096).sum())
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), pred)
+
+
+@pytest.mark.parametrize("k", [1, 7, 100, 1024, 2047])
+def test_runtime_k(k):
+    for name in ("random_normal", "heavy_ties", "few_distinct", "edge_lengths"):
+        s, lens = ref.make_case(name, 8, 9000, k, seed=k)
+        out, _ = _run(s, lens, k, 40960, 8)
+        _assert_exact(s, lens, k, out, what=f"{name} k={k}")
+
+
+def test_random_rows_many_seeds():
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        L = int(rng.integers(2049, 70000))
+        s = (rng.standard_normal((16, L)) * rng.uniform(0.01, 100)).astype(np.float32)
+        lens = rng.integers(0, L + 1, 16).astype(np.int32)
+        out, _ = _run(s, lens, K, 49152, 8)
+        _assert_exact(s, lens, K, out, what=f"seed {seed}")
+
+
+def test_row_starts():
+    rng = np.random.default_rng(1)
+    B, L = 8, 12000
+    s = rng.standard_normal((B, L)).astype(np.float32)
+    starts = rng.integers(0, 3000, B).astype(np.int32)
+    lens = np.array([L - st if b % 2 else int(rng.integers(0, L - st)) for b, st in enumerate(starts)],
+                    np.int32)
+    out, _ = _run(s, lens, K, 40960, 8, starts=starts)
+    _assert_exact(s, lens, K, out, starts=starts, what="row_starts")
+
+
+@pytest.mark.parametrize("page_bits", [0, 4, 6])
+def test_page_table_transform(page_bits):
+    rng = np.random.default_rng(page_bits)
+    B, L = 4, 10000 + 7
+    s, lens = ref.make_case("heavy_ties", B, L, K, seed=2)
+    lens[0] = 1000
+    pages = (L + (1 << page_bits) - 1) >> page_bits
+    table = np.stack([rng.permutation(4 * pages)[:pages] for _ in range(B)]).astype(np.int32)
+    out, _ = _run(s, lens, K, 40960, 8, page_table=torch.from_numpy(table).cuda(), page_bits=page_bits)
+    inv = []
+    for b in range(B):
+        m = np.full(4 * pages, -1, np.int64)
+        m[table[b]] = np.arange(pages)
+        valid = out[b] >= 0
+        idx = np.full(K, -1, np.int64)
+        d = out[b][valid].astype(np.int64)
+        mask = (1 << page_bits) - 1
+        idx[valid] = (m[d >> page_bits] << page_bits) | (d & mask)
+        inv.append(idx)
+    _assert_exact(s, lens, K, np.stack(inv), what=f"page table page_bits={page_bits}")
+
+
+def test_ragged_offsets_transform():
+    s, lens = ref.make_case("random_lengths", 8, 9000, K, seed=3)
+    offsets = (np.arange(8) * 100000 + 17).astype(np.int32)
+    out, _ = _run(s, lens, K, 40960, 8, offsets=torch.from_numpy(offsets).cuda())
+    back = np.where(out >= 0, out.astype(np.int64) - offsets[:, None], -1)
+    _assert_exact(s, lens, K, back, what="ragged offsets")
+
+
+@pytest.mark.parametrize("name", ["random_normal", "one_bin_77", "heavy_ties", "specials",
+                                  "neg_inf_padding", "all_equal"])
+def test_prefix_single_pass_path(name):
+    """The long-row path (prefix bound + scratch list) forced on shorter rows, every fallback."""
+    s, lens = ref.make_case(name, 8, 65536 + 5, K, seed=9)
+    out, diag = _run(s, lens, K, 40960, 8, prefix_min_row=0)
+    _assert_exact(s, lens, K, out, what=f"prefix path {name}")
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, 8))
+
+
+@pytest.mark.parametrize("name", ["random_normal", "one_bin_77", "neg_inf_padding", "edge_lengths"])
+def test_one_million_columns(name):
+    s, lens = ref.make_case(name, 4, 1 << 20, K, seed=11)
+    out, diag = _run(s, lens, K, 40960, 8)
+    _assert_exact(s, lens, K, out, what=f"L=1M {name}")
+    assert diag["overflow_rows"] == int((ref.threshold_bin_counts(s, lens, K, 8) > 5120).sum())
