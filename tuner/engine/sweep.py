@@ -189,10 +189,10 @@ def _finish(rec: dict, family, annotate, peak_gbps) -> dict:
         except NotImplementedError:
             nbytes = 0
         if nbytes and t["median_us"] > 0:
-            rec["gbps"] = round(nbytes / t["median_us"] / 1e3, 2)
+            rec["gbps"] = float(f"{nbytes / t['median_us'] / 1e3:.4g}")
             if peak_gbps:
                 floor_us = nbytes / (peak_gbps * 1e3)
-                rec["pct_of_floor"] = round(100.0 * floor_us / t["median_us"], 1)
+                rec["pct_of_floor"] = float(f"{100.0 * floor_us / t['median_us']:.4g}")
     if annotate is not None:
         rec.update(annotate(rec["config"]) or {})
     return rec
