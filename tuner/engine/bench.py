@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 _MIN_EST_MS = 1e-4          # guard against a zero estimate (do_bench divides by it)
 _MAX_REPS = 2000
+_MIN_REPS = 5            # a median and quartiles need a few samples even for slow kernels
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024
 
 
@@ -114,7 +115,7 @@ def _on_gpu(device) -> bool:
 def _counts(est_ms: float, warmup_ms: float, rep_ms: float, reps: int | None) -> tuple[int, int]:
     est_ms = max(est_ms, _MIN_EST_MS)
     n_warm = max(1, int(warmup_ms / est_ms))
-    n_rep = reps if reps else max(1, int(rep_ms / est_ms))
+    n_rep = reps if reps else max(_MIN_REPS, int(rep_ms / est_ms))
     return min(n_warm, _MAX_REPS), min(n_rep, _MAX_REPS)
 
 
