@@ -167,7 +167,7 @@ class AxpyFamily(Family):
         import torch
 
         n = workload["n"]
-        big = torch.full((n,), 1e30, device=device)
+        big = torch.full((n,), 2.0 ** 100, device=device)     # 1.5 * 2^100 is exact: FMA or not
         yield "huge", {"x": big, "y": -1.5 * big, "out": torch.empty(n, device=device), "alpha": 1.5}
 
     def run(self, built, inputs):
