@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: run the named stages, logging each under $OUT (or ./out).
+# Usage: bash tools/gpu_run.sh env topk_tests rope_tests topk_bench rope_bench ...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 OCCTUNE_CACHE_DIR=${OCCTUNE_CACHE_DIR:-/tmp/occtune-cache}
+stage() { local name=$1; shift; echo "=== $name: $*"; local t0=$(date +%s)
+          timeout "${STAGE_TIMEOUT:-280}" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+          echo "=== $name rc=$rc $(( $(date +%s) - t0 ))s"; tail -n "${TAIL:-25}" "$OUT/$name.log"; }
+for s in "$@"; do
+  case $s in
+    env) stage env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; python3 -c "import torch,triton,sys;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__);p=torch.cuda.get_device_properties(0);print(p)"';;
+    topk_tests) stage topk_tests python3 -m pytest -q -x tests/gpu/test_topk_gpu.py;;
+    rope_tests) stage rope_tests python3 -m pytest -q -x tests/test_rope.py;;
+    engine_tests) stage engine_tests python3 -m pytest -q tests/test_engine_gpu.py;;
+    topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;
+    rope_bench_quick) stage rope_bench_quick python3 benchmarks/bench_rope.py --tokens 8192 --variants flat,tile,heads,batched --block-m 8,16,32 --num-warps 1,2,4 --out "$OUT/rope_bench_quick.csv";;
+    rope_bench) stage rope_bench python3 benchmarks/bench_rope.py --out "$OUT/rope_bench.csv";;
+    nv_occ) stage nv_occ python3 tools/collect_nvidia_occupancy.py;;
+    *) echo "unknown stage $s";;
+  esac
+done
