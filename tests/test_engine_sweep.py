@@ -146,3 +146,13 @@ def test_worker_isolation_hang_crash_device_error_then_continue():
     again = run_sweep(FaultFamily(n=5, hang=[1], crash=[2], device_error=[3]), timer=FakeTimer(),
                       progress=False, isolate=True, timeout_s=3)
     assert again.n_measured == 0 and again.n_cached == 10
+
+
+def test_two_workers_share_the_queue_and_options_parse():
+    from tuner.engine.options import parse_devices
+
+    assert parse_devices("0, 1") == ["cuda:0", "cuda:1"] and parse_devices("") is None
+    with pytest.raises(UserError, match="--devices"):
+        parse_devices("gpu0")
+    res = run_sweep(FaultFamily(n=4), timer=FakeTimer(), progress=False, devices=["cpu", "cpu"], timeout_s=30)
+    assert res.counts() == {"ok": 8} and res.n_measured == 8

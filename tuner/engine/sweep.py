@@ -19,6 +19,16 @@ API note (for the lead and the family authors)
     sel = select(res, fam)                                   # winner, ties, explanation
     write_results("results/sm_90/rope.yaml", res, sel, target="sm_90")
 
+CLI commands take the shared options from ``tuner.engine.options`` (``@sweep_options``:
+``--fresh --cache --devices --isolate/--no-isolate --timeout --rep-ms --warmup-ms --graph
+--retry-failed``) and pass ``**sweep_kwargs(opts)`` to ``run_sweep``; print
+``tuner.engine.display.sweep_table(res, sel)`` and ``sel.explanation``, or ``--json`` the
+document of ``tuner.engine.results.build_document``. ``python3 -m tuner.engine.demo`` shows it all.
+
+Cached statuses: every measured point is cached, failures too (``built_failed``, ``wrong``,
+``timeout``, ``crashed``); ``retry_failed=True`` re-runs timeouts and crashes; ``skipped`` points
+are recomputed each run (cheap). Rows come back in ``configs x workloads`` order.
+
 What the engine asks of a family (``tuner.engine.family.Family``):
 
 - configs and workloads are plain dicts of JSON scalars; ``baseline_config()`` must be one of the
