@@ -276,3 +276,15 @@ def test_synthetic_families_are_deterministic_and_shaped():
     assert 0.75 < ((narrow >= 2) & (narrow < 2.5)).mean() < 0.83
     with pytest.raises(UserError, match="unknown"):
         parse_families("normal,cauchy")
+
+
+def test_agrees_with_the_topk_kernel_reference():
+    """kernels/topk's own model of the key must stay identical to ours (they share one contract)."""
+    ref = pytest.importorskip("kernels.topk.reference")
+    x = _adversarial_rows(rows=8, length=400, seed=9)
+    lengths = np.array([400, 399, 200, 50, 400, 301, 0, 128])
+    for bits in (8, 12):
+        for k in (16, 128, 300):
+            want = ref.threshold_bin_counts(x, lengths, k, bits=bits)
+            got = tie_stats(x, bits=(bits,), k=k, lengths=lengths).candidates[bits]
+            np.testing.assert_array_equal(got, want)

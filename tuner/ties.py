@@ -164,7 +164,7 @@ def row_histograms(chunk: np.ndarray, dtype: str, bits: int, n_valid: np.ndarray
     hist = np.zeros((rows, 1 << bits), dtype=np.int64)
     work = list(_tiles(n_valid, length))
     run = (lambda w: _tile_hist(chunk, dtype, bits, n_valid, *w))
-    results = pool.map(run, work) if pool is not None and len(work) > 1 else map(run, work)
+    results = pool.map(run, work) if pool is not None else map(run, work)
     for r0, r1, h in results:
         hist[r0:r1] += h
     return hist
@@ -290,8 +290,8 @@ class _Accumulator:
                         else np.asarray(lengths, dtype=np.int64))
         self.cand = {b: np.zeros(rows, dtype=np.int64) for b in self.bits}
         self.tbin = {b: np.full(rows, -1, dtype=np.int64) for b in self.bits}
-        threads = threads or min(8, os.cpu_count() or 1)
-        self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        threads = threads or min(4, os.cpu_count() or 1)
+        self.pool = ThreadPoolExecutor(threads)
         self.bytes = 0
 
     def max_chunk_rows(self) -> int:
