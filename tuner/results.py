@@ -10,6 +10,9 @@ Layout shared by analytic and timed results::
     rows: [...]                     # every point of the sweep
     assumptions: {...}
     provenance: {...}
+
+Timed results (``tuner/engine/results.py``, written through ``tuner/timed.py``) use this same
+schema with ``timed: true`` and add ``per_workload``, ``excluded``, ``grid`` and ``sweep``.
 """
 
 from __future__ import annotations

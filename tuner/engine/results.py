@@ -17,8 +17,7 @@ from pathlib import Path
 from tuner import __version__
 from tuner.engine.family import key_of
 from tuner.fsutil import atomic_write_yaml
-
-SCHEMA = "occtune-results/1"
+from tuner.results import SCHEMA  # one schema for analytic and timed results (tune export reads both)
 
 
 def git_revision(cwd=None) -> str:
@@ -71,7 +70,7 @@ def _speedups(result) -> dict:
             for r in result.rows if r["status"] == "ok" and r.get("timing") and key_of(r["workload"]) in base}
 
 
-def build_document(result, selection, target: str | None = None, assumptions: list | None = None) -> dict:
+def build_document(result, selection, target: str | None = None, assumptions: list | dict | None = None) -> dict:
     sp = _speedups(result)
     win = None
     if selection.winner is not None:
@@ -85,7 +84,7 @@ def build_document(result, selection, target: str | None = None, assumptions: li
         "grid": {"axes": result.axes, "configs": result.configs, "workloads": result.workloads,
                  "baseline": result.baseline},
         "rows": [row_summary(r, sp.get((key_of(r["config"]), key_of(r["workload"])))) for r in result.rows],
-        "assumptions": list(assumptions or []),
+        "assumptions": dict(assumptions) if isinstance(assumptions, dict) else list(assumptions or []),
         "sweep": {"wall_s": round(result.wall_s, 3), "measured": result.n_measured, "cached": result.n_cached,
                   "counts": result.counts(), "cache": result.cache_path},
         "provenance": provenance(result, target),
@@ -105,7 +104,11 @@ def plain(obj):
     return str(obj)
 
 
-def write_results(path, result, selection, target: str | None = None, assumptions: list | None = None) -> Path:
+def write_results(path, result, selection, target: str | None = None, assumptions: list | dict | None = None) -> Path:
     """Build the whole document first, then write it atomically (no partial file on failure)."""
+    from tuner.results import validate
+
     doc = plain(build_document(result, selection, target, assumptions))
+    if doc.get("target") is not None:     # tuner/results.py's checks (tune export reads this file)
+        validate(doc, str(path))
     return atomic_write_yaml(path, doc)

@@ -1,0 +1,177 @@
+"""One timed sweep for a CLI command, end to end: sweep -> select -> results YAML -> table or JSON.
+
+``run_timed(family, target=..., ...)`` runs :func:`tuner.engine.sweep.run_sweep` (progress bar with
+ETA on stderr, the point cache, ``--fresh``, ``--devices``, ``--timeout``, ``--isolate``), selects
+with the engine's rules, writes ``<out>/<target>/<family>.yaml`` atomically (the same schema as the
+analytic results, so ``tune export`` and ``tune report`` read it), and prints a per-config summary
+table, the per-workload winners and the winner's explanation; with ``as_json`` it prints exactly
+one JSON document instead. Commands add their own columns through ``columns``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.errors import UserError
+
+# A summary column: (header, function of the rows of one config -> text).
+Column = tuple[str, Callable[[list], str]]
+
+
+@dataclass
+class TimedRun:
+    doc: dict
+    path: Path | None
+    result: Any = None
+    selection: Any = None
+    extra: dict = field(default_factory=dict)
+
+
+def parse_devices(text: str | None) -> list[str] | None:
+    """``"0,1"`` -> ``["cuda:0", "cuda:1"]``; ``"cuda:2"`` kept; None/empty -> None."""
+    if text is None or not str(text).strip():
+        return None
+    out = []
+    for t in str(text).split(","):
+        t = t.strip()
+        if t.isdigit():
+            out.append(f"cuda:{int(t)}")
+        elif t.startswith("cuda:") and t[5:].isdigit():
+            out.append(t)
+        else:
+            raise UserError(f"--devices: {t!r} is not a device index; write e.g. --devices 0,1")
+    if len(set(out)) != len(out):
+        raise UserError(f"--devices lists a device twice ({text}); list each GPU once")
+    return out
+
+
+def run_timed(family, *, target: str, configs: list | None = None, workloads: list | None = None,
+              device: Any = "cuda", timer=None, out_dir: str | Path | None = "results",
+              cache: Any = None, fresh: bool = False, devices: list | None = None,
+              timeout_s: float = 60.0, isolate: bool = False, as_json: bool = False,
+              fits: Callable | None = None, annotate: Callable | None = None,
+              peak_gbps: float | None = None, assumptions: dict | None = None,
+              columns: list[Column] = (), after_write: Callable | None = None,
+              progress: bool = True, title: str | None = None) -> TimedRun:
+    """Run, select, write and show one family's timed sweep (see the module docstring).
+
+    ``after_write(path, doc) -> dict`` runs once the YAML is written (e.g. to write a header next
+    to it); what it returns is added to the JSON output and printed as ``wrote ...`` lines.
+    """
+    from tuner.engine.results import build_document, plain, write_results
+    from tuner.engine.select import select
+    from tuner.engine.sweep import run_sweep
+
+    if timeout_s is not None and timeout_s <= 0:
+        raise UserError(f"--timeout must be positive seconds, got {timeout_s}")
+    res = run_sweep(family, configs, workloads, device=device, timer=timer, cache=cache, fresh=fresh,
+                    timeout_s=timeout_s, devices=devices, isolate=isolate, progress=progress, fits=fits, annotate=annotate, peak_gbps=peak_gbps)
+    if not res.rows:
+        raise UserError("the sweep has no points: every config was pruned or no workload was given")
+    sel = select(res, family)
+    assumptions = dict(assumptions or {}, timed=True, selection=_SELECTION_RULE)
+    path = None
+    if out_dir is not None:
+        from tuner.results import results_path
+
+        path = write_results(results_path(out_dir, target, res.family), res, sel, target=target,
+                             assumptions=assumptions)
+    doc = plain(build_document(res, sel, target, assumptions))
+    extra = (after_write(path, doc) or {}) if (after_write is not None and path is not None) else {}
+    run = TimedRun(doc, path, res, sel, extra)
+    if as_json:
+        from tuner.output import emit_json
+
+        emit_json({**doc, "results_file": str(path) if path else None, **extra,
+                   "summary": summarize(doc, columns)})
+    else:
+        show(run, columns, title)
+    return run
+
+
+_SELECTION_RULE = ("hard constraints first (built, verified on random and adversarial inputs, timed, "
+                   "admissible); then geometric-mean speed-up over the baseline; differences inside the "
+                   "measured noise are ties, broken toward the safer config")
+
+
+def _by_config(doc: dict) -> list[tuple[dict, list]]:
+    from tuner.engine.family import key_of
+
+    groups: dict[str, tuple[dict, list]] = {}
+    for r in doc["rows"]:
+        groups.setdefault(key_of(r["config"]), (r["config"], []))[1].append(r)
+    return list(groups.values())
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(doc: dict, columns: list[Column] = ()) -> list[dict]:
+    """One entry per config: status counts, geometric-mean speed-up, GB/s, plus ``columns``."""
+    win = (doc.get("winner") or {}).get("config")
+    out = []
+    for cfg, rows in _by_config(doc):
+        ok = [r for r in rows if r["status"] == "ok"]
+        bad = [r for r in rows if r["status"] != "ok"]
+        entry = {"config": cfg, "winner": cfg == win, "ok": len(ok), "points": len(rows),
+                 "geomean_speedup": _round(_geomean([r.get("speedup") for r in ok])) if len(ok) == len(rows) else None,
+                 "best_gbps": max((r["gbps"] for r in ok if r.get("gbps")), default=None),
+                 "status": "ok" if not bad else f"{bad[0]['status']}: {bad[0].get('reason', '')}".strip(": ")}
+        for head, fn in columns:
+            entry[head] = fn(rows)
+        out.append(entry)
+    return out
+
+
+def _round(x):
+    return None if x is None else round(x, 4)
+
+
+def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) -> None:
+    from rich.table import Table
+
+    from tuner.output import console
+
+    doc, res = run.doc, run.result
+    summary = summarize(doc, columns)
+    console.print(title or f"[bold]{doc['family']} on {doc['target']}[/]: {len(doc['rows'])} points "
+                           f"({res.n_measured} measured, {res.n_cached} from cache), "
+                           f"{len(summary)} configs x {len(res.workloads)} workloads; timed")
+    t = Table()
+    for head, justify in (("config", "left"), ("ok", "right"), ("speed-up", "right"), ("best GB/s", "right")):
+        t.add_column(head, justify=justify)
+    for head, _ in columns:
+        t.add_column(head, justify="right")
+    t.add_column("status")
+    for e in summary:
+        t.add_row(("* " if e["winner"] else "") + _short(e["config"]), f"{e['ok']}/{e['points']}",
+                  "" if e["geomean_speedup"] is None else f"{e['geomean_speedup']:.2f}x",
+                  "" if e["best_gbps"] is None else f"{e['best_gbps']:.4g}",
+                  *[str(e[h]) for h, _ in columns], e["status"][:40],
+                  style="bold green" if e["winner"] else None)
+    console.print(t)
+    if run.selection.per_workload:
+        console.print("per-workload winners (ties inside the noise go to the safer config):")
+        w = Table()
+        for head in ("workload", "winner", "median us", "fastest"):
+            w.add_column(head, justify="right" if head == "median us" else "left")
+        for p in run.selection.per_workload:
+            w.add_row(_short(p["workload"]), _short(p["winner"]), f"{p['median_us']:.2f}",
+                      "same" if p["fastest"] == p["winner"] else _short(p["fastest"]))
+        console.print(w)
+    win = doc.get("winner")
+    console.print(("[bold]winner[/]: " + win["explanation"]) if win else
+                  f"[bold red]no winner[/]: {run.selection.explanation}")
+    if run.path:
+        console.print(f"wrote {run.path}")
+    for k, v in run.extra.items():
+        console.print(f"wrote {v}" if k.endswith("_file") else f"{k}: {v}")
+
+
+def _short(d: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in d.items())
