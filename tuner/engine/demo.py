@@ -58,7 +58,8 @@ def timer_stability(family, device, timer, n: int) -> dict:
 @click.option("--rep-ms", default=100.0, show_default=True)
 @click.option("--stability", default=5, show_default=True, help="Repeated timings of the baseline.")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True)
-def main(family_name, device, devices, out, rep_ms, stability, timeout_s):
+@click.option("--workloads", "n_workloads", type=int, default=None, help="Sweep only the first N workloads.")
+def main(family_name, device, devices, out, rep_ms, stability, timeout_s, n_workloads):
     from tuner.engine.bench import BenchTimer
     from tuner.engine.display import sweep_table
     from tuner.engine.report import make_report
@@ -70,7 +71,8 @@ def main(family_name, device, devices, out, rep_ms, stability, timeout_s):
     out_dir = Path(out or tempfile.mkdtemp(prefix="occtune-demo-"))
     fam, timer = _family(family_name), BenchTimer(rep_ms=rep_ms)
     devs = [f"cuda:{d.strip()}" for d in devices.split(",")] if devices else None
-    kw = dict(device=device, timer=timer, cache=out_dir / "cache", timeout_s=timeout_s, devices=devs)
+    wls = fam.workloads()[:n_workloads] if n_workloads else None
+    kw = dict(workloads=wls, device=device, timer=timer, cache=out_dir / "cache", timeout_s=timeout_s, devices=devs)
     t0 = time.perf_counter()
     first = run_sweep(fam, fresh=True, **kw)
     t1 = time.perf_counter()
