@@ -21,7 +21,8 @@ class KernelResources:
     dynamic_lds: int = 0         # bytes of dynamic LDS / shared memory
     vgprs: int = 0               # AMD: arch VGPRs per lane (0: unknown, not limiting)
     agprs: int = 0               # AMD: accumulation VGPRs per lane
-    sgprs: int = 0               # AMD: SGPRs per wave (0: unknown, not limiting)
+    sgprs: int = 0               # AMD: SGPRs per wave, VCC/flat scratch/XNACK included as LLVM's
+                                 # NumSGPRsForWavesPerEU counts them (0: unknown, not limiting)
     regs: int = 0                # NVIDIA: registers per thread (0: unknown, not limiting)
 
 
@@ -103,6 +104,12 @@ def amd_workgroups_by_waves(target: Target, waves_per_wg: int) -> int:
     return min(slots // waves_per_wg, target.max_workgroups_per_cu)
 
 
+# SGPRs a wave may hold beyond the addressable ones: VCC, FLAT_SCRATCH and XNACK_MASK, 2 each
+# (LLVM AMDGPUBaseInfo.cpp getNumExtraSGPRs). The compiler reports totals up to 102 + 6 = 108 on
+# gfx942 (tests/data/occupancy_amd.yaml), so only a count above that cannot fit.
+AMD_EXTRA_SGPRS = 6
+
+
 def amd_occupancy(target: Target, res: KernelResources, *, lds_rounding: bool = True) -> Occupancy:
     t = target
     waves_per_wg = _ceil_div(res.threads, t.wave_size)
@@ -119,8 +126,9 @@ def amd_occupancy(target: Target, res: KernelResources, *, lds_rounding: bool = 
         reason = f"LDS {lds_raw} B per workgroup > maximum {t.max_lds_per_workgroup} B"
     elif amd_total_vgprs(res.vgprs, res.agprs) > t.max_vgprs_per_wave:
         reason = f"{amd_total_vgprs(res.vgprs, res.agprs)} VGPRs > maximum {t.max_vgprs_per_wave}"
-    elif res.sgprs > t.max_sgprs:
-        reason = f"{res.sgprs} SGPRs > maximum {t.max_sgprs}"
+    elif res.sgprs > t.max_sgprs + AMD_EXTRA_SGPRS:
+        reason = (f"{res.sgprs} SGPRs > maximum {t.max_sgprs + AMD_EXTRA_SGPRS} "
+                  f"({t.max_sgprs} addressable + VCC, flat scratch, XNACK)")
     elif _ceil_div(waves_per_wg, t.simds_per_cu) > reg_waves:
         reason = (f"a {res.threads}-thread workgroup needs {_ceil_div(waves_per_wg, t.simds_per_cu)} "
                   f"waves per SIMD but its registers allow {reg_waves}")
@@ -144,10 +152,89 @@ def amd_occupancy(target: Target, res: KernelResources, *, lds_rounding: bool = 
     )
 
 
-def llvm_amd_occupancy(target: Target, res: KernelResources) -> int:
-    """Waves per SIMD exactly as LLVM reports it (``; Occupancy: N``): no LDS rounding."""
-    occ = amd_occupancy(target, res, lds_rounding=False)
-    return occ.waves_per_simd
+# LLVM's own estimate, reproduced function by function so that it can be checked against what the
+# compiler prints (tests/data/occupancy_amd.yaml). It differs from the hardware model above in two
+# ways, both deliberate in LLVM: LDS is not rounded to the allocation granularity, and the register
+# limits are per SIMD (waves), not per whole workgroup.
+
+# LLVM releases from this major on compute the LDS/workgroup-size limit over the whole
+# amdgpu-flat-work-group-size range (llvm/llvm-project PR #123748); older ones (19 checked) use only
+# the range's maximum. No release between 19 and 24 was checked.
+LLVM_WG_RANGE_SINCE = 21
+# LLVM 24 rounds the LDS up to the allocation granularity before dividing (the FIXME in
+# getOccupancyWithWorkGroupSizes resolved); LLVM 19 does not. The first release that rounds is
+# somewhere in 20..24: 24 is the first one checked (tests/data/occupancy_amd.yaml).
+LLVM_LDS_ROUNDING_SINCE = 24
+
+
+def llvm_max_workgroups_per_cu(target: Target, wg_size: int) -> int:
+    """AMDGPUBaseInfo.cpp ``IsaInfo::getMaxWorkGroupsPerCU``: wave slots per CU over waves per
+    group, capped by the barrier limit; a single-wave group uses no barrier."""
+    waves = _ceil_div(wg_size, target.wave_size)
+    slots = target.max_waves_per_simd * target.simds_per_cu
+    if waves == 1:
+        return slots
+    return min(slots // waves, target.max_workgroups_per_cu)
+
+
+def llvm_occupancy_with_wg_sizes(target: Target, lds_bytes: int, lo: int, hi: int) -> tuple[int, int]:
+    """AMDGPUSubtarget.cpp ``getOccupancyWithWorkGroupSizes`` (LLVM 21+): the (min, max) waves per
+    SIMD that LDS and workgroup slots allow over flat workgroup sizes ``lo..hi``. ``lds_bytes`` as
+    LLVM counts it (rounded or not: see ``llvm_amd_occupancy``)."""
+    t = target
+    max_wgs_lds = t.lds_per_cu // max(lds_bytes, 1)
+    if max_wgs_lds == 0:
+        return 1, 1
+    eus, per_eu, wave = t.simds_per_cu, t.max_waves_per_simd, t.wave_size
+
+    def props(wg_size):
+        waves_per_wg = _ceil_div(wg_size, wave)
+        wgs = min(llvm_max_workgroups_per_cu(t, wg_size), max_wgs_lds)
+        return waves_per_wg, wgs, waves_per_wg * wgs
+
+    min_waves_per_wg, max_wgs, max_waves = props(lo)
+    max_waves_per_wg, min_wgs, min_waves = props(hi)
+    if min_waves >= max_waves:
+        min_waves, max_waves = max_waves, min_waves
+    else:
+        slots = per_eu * eus
+        # a smaller group than hi may need fewer waves for the same number of groups
+        min_for_size = _ceil_div(slots, min_wgs + 1) * min_wgs
+        if min_waves > min_for_size:
+            excess_per_wg = (min_waves - min_for_size) // min_wgs
+            if excess_per_wg:
+                min_waves -= min_wgs * min(excess_per_wg, max_waves_per_wg - min_waves_per_wg)
+        # a larger group than lo may fill more slots for the same number of groups
+        leftover_per_wg = (slots - max_wgs * min_waves_per_wg) // max_wgs
+        if leftover_per_wg:
+            max_waves += max_wgs * min(leftover_per_wg, (hi - 1) // wave + 1 - min_waves_per_wg)
+    clamp = lambda w: max(1, min(w, per_eu))  # noqa: E731
+    return clamp(min_waves // eus), clamp(_ceil_div(max_waves, eus))
+
+
+def llvm_amd_occupancy(target: Target, res: KernelResources, *,
+                       flat_wg_range: tuple[int, int] | None = None,
+                       llvm_major: int | None = None) -> int:
+    """Waves per SIMD exactly as LLVM reports it (``; Occupancy: N`` in the assembly; the
+    ``-Rpass-analysis=kernel-resource-usage`` remark).
+
+    ``flat_wg_range``: the kernel's ``amdgpu-flat-work-group-size`` (Triton emits ``1,<threads>``;
+    HIP's ``__launch_bounds__(N)`` gives ``1,N``); default ``(threads, threads)``. ``llvm_major``:
+    the compiling LLVM's major version (default: the newest behaviour); before
+    ``LLVM_WG_RANGE_SINCE`` only the range's maximum counts (``getOccupancyWithLocalMemSize``), and
+    before ``LLVM_LDS_ROUNDING_SINCE`` the LDS is not rounded to the allocation granularity. Only the LDS LLVM sees counts: Triton's is dynamic.
+    The result is the minimum of the LDS/workgroup limit and the VGPR and SGPR limits
+    (GCNSubtarget ``computeOccupancy``; AMDGPUMCExpr ``createOccupancy``).
+    """
+    t = target
+    lo, hi = flat_wg_range or (res.threads, res.threads)
+    if llvm_major is not None and llvm_major < LLVM_WG_RANGE_SINCE:
+        lo = hi
+    lds = res.static_lds + res.dynamic_lds
+    if lds and (llvm_major is None or llvm_major >= LLVM_LDS_ROUNDING_SINCE):
+        lds = _align(lds, t.lds_alloc_granularity)
+    by_lds = llvm_occupancy_with_wg_sizes(t, lds, lo, hi)[1]
+    return min(by_lds, amd_waves_by_vgprs(t, res.vgprs, res.agprs), amd_waves_by_sgprs(t, res.sgprs))
 
 
 # ------------------------------------------------------------------------------------- NVIDIA
