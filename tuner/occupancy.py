@@ -1,10 +1,12 @@
 """Occupancy as pure functions of (target, kernel resources): no I/O, no torch.
 
-AMD follows LLVM's AMDGPU model (AMDGPUBaseInfo.cpp / AMDGPUSubtarget.cpp), with one deliberate
-difference: the hardware rounds each workgroup's LDS up to the allocation granularity, which LLVM's
-own estimate does not (a FIXME there). ``lds_rounding=False`` reproduces LLVM's number exactly.
-NVIDIA follows CUDA's ``cuda_occupancy.h`` (checked against the driver's
-``cuOccupancyMaxActiveBlocksPerMultiprocessor``).
+AMD: ``amd_occupancy`` models the hardware (LDS rounded up to the allocation granularity, a whole
+workgroup's waves resident at once); ``llvm_amd_occupancy`` reproduces, exactly, the number LLVM's
+AMDGPU backend prints (``; Occupancy: N``), version by version: LLVM 19 neither rounds LDS nor looks
+at the flat-work-group-size range's minimum, LLVM 24 does both. Both are checked against compiled
+kernels in tests/data/occupancy_amd.yaml (tools/gen_amd_occupancy_cases.py).
+NVIDIA follows CUDA's ``cuda_occupancy.h``, checked against the driver's
+``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (tools/collect_nvidia_occupancy.py on an H200).
 """
 
 from __future__ import annotations
