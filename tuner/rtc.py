@@ -142,6 +142,28 @@ def kernel_attributes(handle: RtcKernel) -> dict:
     return out
 
 
+def occupancy_query(handle: RtcKernel, threads: int, dynamic_smem: int) -> int | None:
+    """The driver's own answer: resident blocks per SM/CU of ``handle`` launched with ``threads``
+    per block and ``dynamic_smem`` bytes (cuOccupancyMaxActiveBlocksPerMultiprocessor, or
+    hipModuleOccupancyMaxActiveBlocksPerMultiprocessor on ROCm); None where it won't say."""
+    import torch
+    from torch.cuda import _utils
+
+    lib = _utils._get_gpu_runtime_library()
+    name = ("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor" if getattr(torch.version, "hip", None)
+            else "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    fn = getattr(lib, name, None)
+    func = getattr(handle.kernel, "func", None)
+    if fn is None or func is None:
+        return None
+    blocks = ctypes.c_int(0)
+    try:
+        rc = fn(ctypes.byref(blocks), func, ctypes.c_int(int(threads)), ctypes.c_size_t(int(dynamic_smem)))
+    except Exception:  # noqa: BLE001 - a missing symbol or ABI mismatch: no answer
+        return None
+    return int(blocks.value) if rc == 0 else None
+
+
 def launch(handle: RtcKernel, grid: tuple, block: tuple, args: list, shared_mem: int | None = None,
            stream: Any = None) -> None:
     """Launch asynchronously on ``stream`` (default: torch's current stream)."""

@@ -53,7 +53,7 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
               cache: Any = None, fresh: bool = False, devices: list | None = None,
               timeout_s: float = 60.0, isolate: bool = False, as_json: bool = False,
               fits: Callable | None = None, annotate: Callable | None = None,
-              peak_gbps: float | None = None, assumptions: dict | None = None,
+              peak_gbps: float | None = None, assumptions: dict | Callable | None = None,
               columns: list[Column] = (), after_write: Callable | None = None,
               progress: bool = True, title: str | None = None) -> TimedRun:
     """Run, select, write and show one family's timed sweep (see the module docstring).
@@ -72,6 +72,8 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
     if not res.rows:
         raise UserError("the sweep has no points: every config was pruned or no workload was given")
     sel = select(res, family)
+    if callable(assumptions):           # filled in after the sweep (e.g. from annotate's findings)
+        assumptions = assumptions()
     assumptions = dict(assumptions or {}, timed=True, selection=_SELECTION_RULE)
     path = None
     if out_dir is not None:

@@ -1,7 +1,11 @@
 """`tune topk`: sweep the radix top-k kernel's dynamic LDS budget on a target.
 
-Without a GPU of that target this is the analytic sweep: occupancy from the target profile, tie
-capacity from the budget (the uniform-bin estimate, or the measured bound with --scores).
+Without a GPU of that target (or with --analytic) this is the analytic sweep: occupancy from the
+target profile, tie capacity from the budget (the uniform-bin estimate, or the measured bound with
+--scores). On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
+through the engine, with static LDS and registers read from the built kernel, the occupancy model
+cross-checked against the driver's occupancy query, overflowed rows per config, the engine's
+selection, and ``topk.yaml`` plus ``topk.h`` written.
 """
 
 from __future__ import annotations
@@ -58,8 +62,17 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--analytic", is_flag=True, help="The analytic sweep even on the local GPU's target.")
+@click.option("--batch", default="1,8,64,256", show_default=True, help="Timed: batch sizes (rows).")
+@click.option("--lengths", default="8K,64K,128K,1M", show_default=True, help="Timed: row lengths (K = 1024).")
+@click.option("--fresh", is_flag=True, help="Timed: ignore the point cache and re-measure everything.")
+@click.option("--devices", help="Timed: GPU indices to spread the sweep over, e.g. 0,1.")
+@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+              help="Timed: seconds per config in a worker before it is declared hung.")
+@click.option("--isolate", is_flag=True, help="Timed: run in a worker process (survives hangs and crashes).")
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
-            profile_path, out_dir, no_write, as_json):
+            profile_path, out_dir, no_write, as_json, analytic, batch, lengths, fresh, devices, timeout_s,
+            isolate):
     """Sweep LDS budgets: occupancy, tie capacity and the winner; writes results/<target>/topk.yaml."""
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
@@ -68,6 +81,13 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     if scores:
         max_cand, tie_summary = _measured_max_candidates(scores, nbits, profile.k)
     sweep = build_sweep(profile, budgets, threads, static_lds, nbits, required_context, headroom, max_cand)
+    if not analytic:
+        from tuner.targets import detect
+
+        if detect()["target"] == target.name:
+            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, fresh,
+                        devices, timeout_s, isolate, as_json, tie_summary)
+            return
     rows = topk_rows(target, sweep)
     winner, why = select_analytic(rows)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
@@ -154,3 +174,113 @@ def _print_table(target, sweep, rows, winner, why, path) -> None:
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
     if path:
         console.print(f"wrote {path}")
+
+
+# ----------------------------------------------------------------------------------- timed (GPU)
+
+
+def _occupancy_check(target, sweep, config: dict) -> dict:
+    """Built kernel's static LDS and registers -> the model's blocks/SM, the driver's answer, tie
+    capacity. Builds through tuner.rtc (cached in-process: free after an in-process sweep)."""
+    from kernels import topk as tk
+    from tuner import rtc
+    from tuner.analysis import capacity_for
+    from tuner.occupancy import KernelResources, occupancy
+
+    budget, threads = int(config["lds_budget"]), int(config["threads"])
+    handle = tk.build(budget, threads, int(config["bits"]))
+    info = handle.info or {}
+    static = info.get("static_smem")
+    occ = occupancy(target, KernelResources(threads=threads, static_lds=static if static is not None else sweep.static_lds,
+                                            dynamic_lds=budget, regs=info.get("num_regs") or 0))
+    driver = rtc.occupancy_query(handle, threads, budget)
+    cap = capacity_for(sweep, budget)
+    return {"lds_budget_bytes": budget, "static_lds_bytes": static, "regs": info.get("num_regs"),
+            "resources_source": "compiler" if static is not None else "profile estimate",
+            "blocks_per_cu": occ.blocks_per_cu, "limiter": occ.limiter, "driver_blocks_per_cu": driver,
+            "model_agrees_with_driver": None if driver is None else driver == occ.blocks_per_cu,
+            "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}
+
+
+def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices, timeout_s, isolate,
+                 as_json, tie_summary) -> None:
+    from kernels.topk.family import TopkFamily
+    from tuner.analysis import capacity_for
+    from tuner.export import collect_defines, render_header
+    from tuner.fsutil import atomic_write_text
+    from tuner.occupancy import KernelResources, occupancy
+    from tuner.timed import parse_devices, run_timed
+    from tuner.units import parse_int_list
+
+    batches = parse_int_list(batch, "--batch")
+    lens = parse_size_list(lengths, "--lengths")
+    workloads = [{"B": b, "L": n, "K": profile.k} for b in batches for n in lens]
+    fam = TopkFamily(budgets=sweep.budgets, threads=(sweep.threads,), bits=(sweep.bits,), k=profile.k)
+    configs = [{"lds_budget": b, "threads": sweep.threads, "bits": sweep.bits} for b in sweep.budgets]
+    checks: dict[int, dict] = {}
+
+    def fits(config):
+        occ = occupancy(target, KernelResources(threads=config["threads"], static_lds=sweep.static_lds,
+                                                dynamic_lds=config["lds_budget"]))
+        return occ.fits, occ.reason
+
+    def annotate(config):
+        b = int(config["lds_budget"])
+        if not fits(config)[0]:
+            return {}
+        if b not in checks:
+            try:
+                checks[b] = _occupancy_check(target, sweep, config)
+            except Exception as e:  # noqa: BLE001 - the sweep's row already says why it failed
+                checks[b] = {"lds_budget_bytes": b, "model_agrees_with_driver": None,
+                             "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
+        return checks[b]
+
+    def admissible(config, workload):
+        cap = capacity_for(sweep, int(config["lds_budget"]))
+        return cap.covers_context, ("" if cap.covers_context else
+                                    f"tie capacity {cap.entries} entries does not cover the required context")
+
+    fam.admissible = admissible
+
+    def after_write(path, doc):
+        hpath = path.with_suffix(".h")
+        atomic_write_text(hpath, render_header(collect_defines([(str(path), doc)]), [str(path)])) \
+            if doc.get("winner") else None
+        return {"header_file": str(hpath)} if doc.get("winner") else {}
+
+    unit = "CU" if target.is_amd else "SM"
+    cols = [("LDS static", lambda rows: _col(rows, "static_lds_bytes")), ("regs", lambda rows: _col(rows, "regs")),
+            (f"blk/{unit} model", lambda rows: _col(rows, "blocks_per_cu")),
+            ("driver", lambda rows: _col(rows, "driver_blocks_per_cu")),
+            ("overflow rows", lambda rows: str(sum(int((r.get("diagnostics") or {}).get("overflow_rows", 0))
+                                                 for r in rows)))]
+    measured = sweep.max_candidates is not None
+    run = run_timed(fam, target=target.name, configs=configs, workloads=workloads, device="cuda",
+                    out_dir=out_dir, fresh=fresh, devices=parse_devices(devices), timeout_s=timeout_s,
+                    isolate=isolate, as_json=as_json, fits=fits, annotate=annotate,
+                    peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9, columns=cols, after_write=after_write,
+                    assumptions=lambda: {
+                        "threads": sweep.threads, "coarse_bits": sweep.bits,
+                        "static_lds_for_pruning": sweep.static_lds,
+                        "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
+                        "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
+                        "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
+                        "tie_stats": tie_summary,
+                        "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())],
+                    })
+    disagree = [c for c in checks.values() if c["model_agrees_with_driver"] is False]
+    if disagree and not as_json:
+        from tuner.output import console
+
+        for c in disagree:
+            console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B: "
+                          f"model {c['blocks_per_cu']}, driver {c['driver_blocks_per_cu']} blocks/{unit}")
+    return run
+
+
+def _col(rows, key):
+    for r in rows:
+        if r.get(key) is not None:
+            return str(r[key])
+    return ""
