@@ -280,6 +280,10 @@ def ir_plan(arch: str, quick: bool) -> list[dict]:
                               (256, 1024, 6000, 4), (1, 256, 0, 60), (1, 512, 0, 40), (1, 1024, 0, 70),
                               (320, 320, 0, 4), (448, 448, 0, 4), (1, 448, 2500, 4), (100, 700, 5000, 4)):
         plan.append(dict(live=live, lds=lds, lo=lo, hi=hi))
+    # ranges whose maximum leaves wave slots idle: where LLVM 21+ and LLVM 19 part ways
+    for hi in (192, 320, 448, 576, 704, 960):
+        for lds in (0, lds_cu // 12, lds_cu // 7):
+            plan.append(dict(live=4, lds=lds, lo=1, hi=hi))
     return plan[::8] if quick else plan
 
 
