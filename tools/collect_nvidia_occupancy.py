@@ -126,7 +126,12 @@ class Driver:
         name = name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name)
         major = self.call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         minor = self.call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        get = lambda a: self.call(cu.cuDeviceGetAttribute, getattr(attr, a), dev)  # noqa: E731
+
+        def get(a):
+            try:
+                return int(self.call(cu.cuDeviceGetAttribute, getattr(attr, a), dev))
+            except Exception as e:  # noqa: BLE001 -- provenance only; never abort for it
+                return f"unavailable: {e}"
         return {
             "name": name, "compute_capability": f"{major}.{minor}", "arch": f"sm_{major}{minor}",
             "driver_version": self.call(cu.cuDriverGetVersion),
@@ -271,7 +276,9 @@ def main(argv=None) -> int:
         target = dev["arch"]
         log(f"device: {dev['name']} ({target}), driver {dev['driver_version']}")
         cubins = compile_cubins(args.arch or target, Path(tmp), log)
-        cases, failures = collect(drv, cubins, target, dev["shared_per_block_optin"], log)
+        optin = dev["shared_per_block_optin"]
+        optin = optin if isinstance(optin, int) else 227 * KB
+        cases, failures = collect(drv, cubins, target, optin, log)
 
     import yaml
     from tuner.fsutil import atomic_write_yaml
