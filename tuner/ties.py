@@ -356,6 +356,18 @@ def _to_numpy(scores, dtype):
     raise UserError(f"scores must be float32, float16 or bf16, got {arr.dtype}")
 
 
+def _prefetched(chunks):
+    """Yield the items of an iterator while the next one is read on a background thread."""
+    with ThreadPoolExecutor(1) as reader:
+        pending = reader.submit(next, chunks, None)
+        while True:
+            item = pending.result()
+            if item is None:
+                return
+            pending = reader.submit(next, chunks, None)
+            yield item
+
+
 def tie_stats_from_file(path, bits=(8, 12), k: int = 2048, lengths=None, chunk_rows=None, *,
                         key: str | None = None, threads: int | None = None,
                         progress: Callable[[int, int], None] | None = None) -> TieStats:
@@ -378,7 +390,7 @@ def tie_stats_from_file(path, bits=(8, 12), k: int = 2048, lengths=None, chunk_r
     step = chunk_rows or min(src.default_chunk_rows(), acc.max_chunk_rows())
     t0 = time.perf_counter()
     try:
-        for r0, chunk in src.iter_chunks(step):
+        for r0, chunk in _prefetched(src.iter_chunks(step)):
             acc.add(r0, chunk, src.dtype)
             if progress is not None:
                 progress(r0 + chunk.shape[0], src.rows)

@@ -53,7 +53,7 @@ def _budget_cell(nbytes: int) -> str:
               help="Synthetic row lengths (no --scores); K = 1024, M = 1024*1024.")
 @click.option("--rows", default=16, show_default=True, type=int, help="Synthetic rows per family/length.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Synthetic seed.")
-@click.option("--chunk-rows", type=int, help="Rows read per chunk (default: ~64 MiB of scores).")
+@click.option("--chunk-rows", type=int, help="Rows read per chunk (default: ~8 MiB of scores).")
 @click.option("--per-row", is_flag=True, help="With --json: include every row's candidates.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def command(scores_path, key, lengths_file, bits, k, budgets, bytes_per_entry, families,
