@@ -290,6 +290,8 @@ class _Accumulator:
                         else np.asarray(lengths, dtype=np.int64))
         self.cand = {b: np.zeros(rows, dtype=np.int64) for b in self.bits}
         self.tbin = {b: np.full(rows, -1, dtype=np.int64) for b in self.bits}
+        if _backend["name"] != "numpy":
+            _torch_or_none()                  # import torch now, not inside the timed loop
         threads = threads or min(4, os.cpu_count() or 1)
         self.pool = ThreadPoolExecutor(threads)
         self.bytes = 0

@@ -100,13 +100,14 @@ def _from_file(path, key, lengths_file, bits, k, budgets, bpe, chunk_rows, per_r
     if as_json:
         emit_json(doc)
         return
-    console.print(f"[bold]{path}[/]: {st.rows} rows x {st.length} {st.dtype}, lengths from "
-                  f"{doc['lengths_from']}; K={k}; {st.radix_rows} rows longer than K")
+    console.print(f"[bold]{path}[/]: {st.rows} rows x {st.length} {st.dtype}")
+    console.print(f"lengths: {doc['lengths_from']}; K={k}; rows longer than K (the only ones "
+                  f"with candidates): {st.radix_rows}")
     _candidates_table(st, bpe)
     _overflow_table(st, budgets, bpe)
     if st.seconds > 0:
         err_console.print(f"binned in {st.seconds:.2f} s ({doc.get('gb_per_s', 0):.2f} GB/s of "
-                          "float32-equivalent scores)")
+                          "valid scores, counted as float32)")
 
 
 def _candidates_table(st, bpe):
@@ -161,6 +162,7 @@ def _synthetic(bits, k, budgets, bpe, families, lengths_text, rows, seed, as_jso
             for L in lengths:
                 status.update(f"{fam}, L={_fmt_len(L)}")
                 st = tie_stats(synthetic_scores(fam, rows, L, seed), bits=bits, k=k)
+                st.source = f"synthetic:{fam}"
                 results.append((fam, L, st))
     if as_json:
         emit_json({"k": k, "rows": rows, "seed": seed, "bytes_per_entry": bpe,
