@@ -290,6 +290,9 @@ class _Accumulator:
                         else np.asarray(lengths, dtype=np.int64))
         self.cand = {b: np.zeros(rows, dtype=np.int64) for b in self.bits}
         self.tbin = {b: np.full(rows, -1, dtype=np.int64) for b in self.bits}
+        if _backend["name"] not in FP16_BACKENDS:
+            raise UserError(f"OCCTUNE_FP16_BACKEND must be one of {', '.join(FP16_BACKENDS)}, "
+                            f"got {_backend['name']!r}")
         if _backend["name"] != "numpy":
             _torch_or_none()                  # import torch now, not inside the timed loop
         threads = threads or min(4, os.cpu_count() or 1)
