@@ -288,3 +288,13 @@ def test_agrees_with_the_topk_kernel_reference():
             want = ref.threshold_bin_counts(x, lengths, k, bits=bits)
             got = tie_stats(x, bits=(bits,), k=k, lengths=lengths).candidates[bits]
             np.testing.assert_array_equal(got, want)
+
+
+def test_torch_thread_count_is_restored(tmp_path):
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    tie_stats(np.zeros((2, 5000), np.float32))
+    np.save(tmp_path / "z.npy", np.zeros((2, 10), np.float64))
+    with pytest.raises(UserError):
+        ties.tie_stats_from_file(tmp_path / "z.npy")
+    assert torch.get_num_threads() == before

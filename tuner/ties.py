@@ -16,9 +16,9 @@ of tie candidates the kernel stores in dynamic LDS, ``bytes_per_entry`` (8) byte
 
 Everything is vectorised: one fp16 conversion (torch's vectorised converter when importable,
 else numpy's), a few numpy integer ops and one ``bincount`` per tile of ~256K values, tiles spread
-over a worker pool (numpy and torch drop the GIL in those loops). Even one thread goes through the
-pool: torch's OpenMP workers spin after each call made from the main thread and steal the core
-the numpy half of the work needs (measured 5x slower on a 2-core VM).
+over a worker pool (numpy and torch drop the GIL in those loops). While binning, torch is held to
+one intra-op thread (restored afterwards): its OpenMP workers spin after each call and steal the
+cores the numpy half of the work needs (measured 5-8x slower on a 2-core VM).
 """
 
 from __future__ import annotations
@@ -296,8 +296,12 @@ class _Accumulator:
         if _backend["name"] not in FP16_BACKENDS:
             raise UserError(f"OCCTUNE_FP16_BACKEND must be one of {', '.join(FP16_BACKENDS)}, "
                             f"got {_backend['name']!r}")
-        if _backend["name"] != "numpy":
-            _torch_or_none()                  # import torch now, not inside the timed loop
+        # Our pool is the parallelism: torch's own OpenMP workers would spin between calls and
+        # steal cores (5-8x slower on 2 cores), so torch runs one intra-op thread while we bin.
+        self.torch = _torch_or_none() if _backend["name"] != "numpy" else None
+        self.torch_threads = self.torch.get_num_threads() if self.torch is not None else None
+        if self.torch is not None:
+            self.torch.set_num_threads(1)
         threads = threads or min(4, os.cpu_count() or 1)
         self.pool = ThreadPoolExecutor(threads)
         self.bytes = 0
@@ -316,8 +320,9 @@ class _Accumulator:
         self.bytes += int(n_hist.sum()) * 4
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
+        self.pool.shutdown()
+        if self.torch is not None:
+            self.torch.set_num_threads(self.torch_threads)
 
     def stats(self, source: str, dtype: str, seconds: float) -> TieStats:
         return TieStats(self.rows, self.length, self.k, self.bits, self.lengths, self.cand,
