@@ -89,3 +89,22 @@ def test_capacity_functions():
                                 headroom=1.25).covers_context
     m = measured_capacity(40 * K, bytes_per_entry=8, max_candidates=4200, headroom=1.25)
     assert m.required_entries == 5250 and not m.covers_context
+
+
+def test_measured_bound_from_scores(tmp_path):
+    import numpy as np
+
+    # Every value equal: the threshold bin holds the whole row (8192 candidates), so the measured
+    # bound needs ceil(8192 * 1.25) = 10240 entries = 80 KiB: only 128 KiB covers it.
+    scores = np.ones((3, 8192), dtype=np.float32)
+    path = tmp_path / "scores.npy"
+    np.save(path, scores)
+    doc = tune_json("topk", "--target", "gfx950", "--scores", path, "--out", tmp_path)
+    rows = _by_budget(doc)
+    assert doc["assumptions"]["capacity_bound"] == "measured"
+    assert doc["assumptions"]["measured_max_candidates"] == 8192
+    assert all(r["required_entries"] == 10240 for r in rows.values())
+    assert [b for b, r in rows.items() if r["covers_context"]] == [128 * K]
+    assert rows[40 * K]["rows_overflowing"] == 3 and rows[128 * K]["rows_overflowing"] == 0
+    assert doc["winner"]["config"]["lds_budget"] == 128 * K
+    assert_user_error(tune("topk", "--target", "gfx950", "--scores", tmp_path / "nope.npy"), "nope.npy")

@@ -24,11 +24,17 @@ from tuner.targets import load_target
 from tuner.units import parse_size, parse_size_list
 
 
-def _measured_max_candidates(scores: str, bits: int, k: int) -> tuple[int, dict]:
+def _measured_stats(scores: str, bits: int, k: int):
     from tuner.ties import tie_stats_from_file  # numpy-heavy: import only when asked
 
-    stats = tie_stats_from_file(scores, bits=(bits,), k=k)
-    return int(stats.max_candidates[bits]), stats.to_dict()
+    return tie_stats_from_file(scores, bits=(bits,), k=k)
+
+
+def _add_overflow_counts(rows: list[dict], stats, bits: int, bytes_per_entry: int) -> None:
+    """Measured bound: how many of the file's rows would overflow each budget's candidate list."""
+    for r in rows:
+        r["rows_overflowing"] = int(stats.overflow_rows(bits, r["lds_budget_bytes"], bytes_per_entry))
+        r["rows_measured"] = int(stats.rows)
 
 
 def build_sweep(profile, budgets, threads, static_lds, bits, required_context, headroom, max_candidates):
@@ -77,9 +83,10 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = int(bits) if bits else profile.coarse_bits
-    max_cand, tie_summary = (None, None)
+    max_cand, tie_summary, stats = None, None, None
     if scores:
-        max_cand, tie_summary = _measured_max_candidates(scores, nbits, profile.k)
+        stats = _measured_stats(scores, nbits, profile.k)
+        max_cand, tie_summary = int(stats.max_candidates[nbits]), stats.to_dict()
     sweep = build_sweep(profile, budgets, threads, static_lds, nbits, required_context, headroom, max_cand)
     if not analytic:
         from tuner.targets import detect
@@ -89,6 +96,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
                         devices, timeout_s, isolate, as_json, tie_summary)
             return
     rows = topk_rows(target, sweep)
+    if stats is not None:
+        _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
     winner, why = select_analytic(rows)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     path = None
@@ -145,13 +154,14 @@ def _print_table(target, sweep, rows, winner, why, path) -> None:
                         f"{sweep.static_lds} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
                   title_justify="left")
     cols = ["budget", "LDS/block", f"blocks/{unit}", "waves/SIMD" if target.is_amd else "warps/SM",
-            "limiter", "entries", "longest row" if not measured else "needs", "covers"]
+            "limiter", "entries", "longest row" if not measured else "needs (rows over)", "covers"]
     for c in cols:
         table.add_column(c, justify="right" if c not in ("limiter", "covers") else "left")
     for r in rows:
         win = winner is not None and r is winner
         slots = r["waves_per_simd"] if target.is_amd else r["warps_per_sm"]
-        reach = f"{r['max_context_tokens']:,}" if not measured else f"{r['required_entries']:,}"
+        reach = (f"{r['max_context_tokens']:,}" if not measured else
+                 f"{r['required_entries']:,} ({r['rows_overflowing']}/{r['rows_measured']})")
         table.add_row(
             f"{r['lds_budget_bytes'] // 1024} KiB" + (" *" if win else ""),
             f"{r['lds_per_block_bytes']:,}" if r["fits"] else "-",
