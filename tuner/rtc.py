@@ -109,6 +109,7 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     if dynamic_smem:
         try:
             kern.set_shared_memory_config(int(dynamic_smem))
+            _raise_dynamic_smem_limit(torch, kern, int(dynamic_smem))
         except RuntimeError as e:
             raise UserError(f"{name}: cannot grant {dynamic_smem} bytes of dynamic shared memory "
                             f"on this device ({e}); choose a smaller budget") from None
@@ -117,6 +118,22 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     handle.info = kernel_attributes(handle)
     _CACHE[key] = handle
     return handle
+
+
+def _raise_dynamic_smem_limit(torch, kern, nbytes: int) -> None:
+    """CUDA: set MAX_DYNAMIC_SHARED_SIZE_BYTES ourselves. torch skips it below 48 KB, but static +
+    dynamic shared memory above 48 KB needs it too (else the launch fails: invalid argument)."""
+    if getattr(torch.version, "hip", None):
+        return
+    from torch.cuda import _utils
+
+    func = getattr(kern, "func", None)
+    setter = getattr(_utils._get_gpu_runtime_library(), "cuFuncSetAttribute", None)
+    if func is None or setter is None:
+        return
+    rc = setter(func, 8, ctypes.c_int(nbytes))   # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if rc != 0:
+        raise RuntimeError(f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) returned {rc}")
 
 
 def kernel_attributes(handle: RtcKernel) -> dict:
