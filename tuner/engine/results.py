@@ -11,24 +11,13 @@ from __future__ import annotations
 import datetime as _dt
 import platform
 import socket
-import subprocess
 from pathlib import Path
 
 from tuner import __version__
+from tuner.provenance import git_revision
 from tuner.engine.family import key_of
 from tuner.fsutil import atomic_write_yaml
 from tuner.results import SCHEMA  # one schema for analytic and timed results (tune export reads both)
-
-
-def git_revision(cwd=None) -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd or Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd or Path(__file__).parent,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def provenance(result, target: str | None) -> dict:
