@@ -12,6 +12,12 @@ achieved GB/s, % of the bandwidth floor (the workload's bytes at the measured de
 copy bandwidth), speed-up against the naive torch path and against the untuned default
 (sglang's batched, BLOCK_M=32, 4 warps). Every config is verified against the float64
 reference before it is timed; failures are rows with a reason, never a crash.
+
+Two floors: the contiguous device-to-device copy above, and a second, honest one for this access
+pattern: a copy of the same strided slice (128 contiguous bytes out of every 1 KiB head row),
+timed both as torch ``dst[..., -64:].copy_(src[..., -64:])`` and as a plain Triton row copy
+(best of a few tile shapes); "% strided" uses the faster of the two. The best config of each
+token count is also timed in place (the real call: read and write the same lines).
 """
 
 from __future__ import annotations
@@ -22,7 +28,26 @@ import datetime
 import sys
 from pathlib import Path
 
+import triton
+import triton.language as tl
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+@triton.jit
+def strided_copy_kernel(src, dst, R, H, s_t, s_h, d_t, d_h,
+                        D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Copy rows ``[t, h, :D]`` of a strided 3D view: the RoPE's memory traffic without its math."""
+    r = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    t = r // H
+    h = r - t * H
+    d = tl.arange(0, D)
+    m = (r < R)[:, None]
+    v = tl.load(src + (t * s_t + h * s_h)[:, None] + d[None, :], mask=m)
+    tl.store(dst + (t * d_t + h * d_h)[:, None] + d[None, :], v, mask=m)
+
+
+STRIDED_COPY_SHAPES = ((16, 1), (32, 1), (64, 4), (128, 4))
 
 
 def parse_args(argv=None):
@@ -61,6 +86,35 @@ def copy_bandwidth_gbps(mib, rep_ms):
     return 2 * (mib << 20) / (med * 1e-6) / 1e9
 
 
+def strided_copy_floor(inputs, rep_ms):
+    """(torch us, best Triton us, its (BLOCK_M, num_warps)) for copying the rope slice ``x``
+    into the same slice of ``dst`` (the out-of-place call's read and write pattern)."""
+    src, dst = inputs.x, inputs.out
+    T, H, D = src.shape
+    torch_us = measure(lambda: dst.copy_(src), rep_ms, graph=False)[0]
+    best = (None, None)
+    for bm, nw in STRIDED_COPY_SHAPES:
+        grid = (triton.cdiv(T * H, bm),)
+        fn = lambda: strided_copy_kernel[grid](src, dst, T * H, H, src.stride(0), src.stride(1),  # noqa: E731
+                                                dst.stride(0), dst.stride(1), D=D, BLOCK_M=bm, num_warps=nw)
+        fn()
+        if not bool((dst == src).all()):
+            continue
+        us = measure(fn, rep_ms, graph=False)[0]
+        if best[0] is None or us < best[0]:
+            best = (us, (bm, nw))
+    return torch_us, best[0], best[1]
+
+
+def time_inplace(fam, cfg, inputs, rep_ms, graph):
+    """The config applied in place on ``inputs.x`` (values drift; the timing does not care)."""
+    from kernels.rope.kernels import launch
+
+    x = inputs.x
+    return measure(lambda: launch(cfg["variant"], x, x, inputs.f2, inputs.positions, inputs.inverse,
+                                  cfg["BLOCK_M"], cfg["num_warps"]), rep_ms, graph)
+
+
 def provenance():
     import torch
     import triton
@@ -97,7 +151,7 @@ def main(argv=None):
 
     from kernels.rope import default_config, tuned_config
     from kernels.rope.family import RopeFamily, deepseek_workload
-    from tuner.output import console
+    from tuner.output import console, err_console
 
     args = parse_args(argv)
     if not torch.cuda.is_available():
@@ -109,13 +163,19 @@ def main(argv=None):
     fam = RopeFamily()
     cfgs = configs(args, fam)
     base, dflt, tuned = fam.baseline_config(), default_config(), tuned_config()
-    rows = []
+    rows, floors = [], {}
     for T in ints(args.tokens):
         w = deepseek_workload(T)
         inputs = fam.make_inputs(w, 0, "cuda")
         floor_us = fam.bytes_moved(w) / (bw * 1e9) * 1e6
         graph = T == 1
         naive = measure(lambda: fam.run_naive(inputs), args.rep_ms, graph)
+        copy_bytes = 2 * inputs.x.numel() * inputs.x.element_size()
+        sc_torch, sc_triton, sc_shape = strided_copy_floor(inputs, args.rep_ms)
+        sc_best = min(v for v in (sc_torch, sc_triton) if v)
+        sbw = copy_bytes / (sc_best * 1e-6) / 1e9
+        sfloor_us = fam.bytes_moved(w) / (sbw * 1e9) * 1e6
+        floors[T] = (floor_us, sfloor_us, sc_torch, sc_triton, sc_shape, sbw)
         point = {}
         for cfg in [None] + cfgs:
             try:
@@ -123,7 +183,8 @@ def main(argv=None):
             except Exception as e:          # compile or launch failure: a row, not a crash
                 t, why = None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
             point[None if cfg is None else tuple(cfg.values())] = t
-            rows.append(row(T, cfg, t, why, floor_us, fam.bytes_moved(w), prov, bw))
+            rows.append(row(T, cfg, t, why, floor_us, fam.bytes_moved(w), prov, bw, sfloor_us))
+            err_console.print(f"T={T} {cfg or 'naive'}: " + (f"{t[0]:.1f} us" if t else f"failed: {why}"))
         for r in rows:
             if r["T"] == T:
                 b = point.get(tuple(base.values()))
@@ -132,9 +193,22 @@ def main(argv=None):
                 key = (r["variant"], r["BLOCK_M"], r["num_warps"])
                 r["role"] = ",".join(n for n, c in (("baseline", base), ("default", dflt), ("tuned", tuned))
                                      if key == tuple(c.values()))
+        ok = [r for r in rows if r["T"] == T and r["median_us"] and r["variant"] != "naive_torch"]
+        if ok:
+            b = min(ok, key=lambda r: r["median_us"])
+            c = {"variant": b["variant"], "BLOCK_M": b["BLOCK_M"], "num_warps": b["num_warps"]}
+            t = time_inplace(fam, c, inputs, args.rep_ms, graph)
+            r = row(T, c, t, "", floor_us, fam.bytes_moved(w), prov, bw, sfloor_us)
+            r.update(inplace=True, role="in place",
+                     speedup_vs_naive=_ratio(naive[0], r["median_us"]))
+            rows.append(r)
         del inputs
         torch.cuda.empty_cache()
     print_table(console, rows)
+    for T, (fl, sfl, st, sx, shape, sbw) in floors.items():
+        console.print(f"T={T}: floors: contiguous copy {fl:.1f} us ({bw:.0f} GB/s); strided slice copy "
+                      f"{sfl:.1f} us ({sbw:.0f} GB/s; torch copy_ {st:.1f} us, Triton copy "
+                      f"{'-' if sx is None else f'{sx:.1f}'} us at BM,warps={shape})")
     if args.out:
         write_csv(args.out, rows)
         console.print(f"wrote {args.out}")
@@ -144,13 +218,15 @@ def _ratio(a, b):
     return round(a / b, 3) if a and b else None
 
 
-def row(T, cfg, t, why, floor_us, nbytes, prov, bw):
+def row(T, cfg, t, why, floor_us, nbytes, prov, bw, sfloor_us=None):
     med, q25, q75 = t if t else (None, None, None)
     c = cfg or {"variant": "naive_torch", "BLOCK_M": None, "num_warps": None}
-    return {"T": T, "variant": c["variant"], "BLOCK_M": c["BLOCK_M"], "num_warps": c["num_warps"],
+    return {"T": T, "variant": c["variant"], "BLOCK_M": c["BLOCK_M"], "num_warps": c["num_warps"], "inplace": False,
             "median_us": med, "iqr_us": (q75 - q25) if t else None,
             "GBps": round(nbytes / (med * 1e-6) / 1e9, 1) if med else None,
             "pct_floor": round(100 * floor_us / med, 1) if med else None, "floor_us": round(floor_us, 2),
+            "pct_strided_floor": round(100 * sfloor_us / med, 1) if med and sfloor_us else None,
+            "strided_floor_us": round(sfloor_us, 2) if sfloor_us else None,
             "error": why, "copy_GBps": round(bw, 1), **prov}
 
 
@@ -158,21 +234,24 @@ def print_table(console, rows):
     from rich.table import Table
 
     tab = Table(title="RoPE, DeepSeek-V4 output rope (bf16, inverse, [T,128,64] of 512)")
-    for col in ("T", "variant", "BM", "warps", "median us", "IQR", "GB/s", "% floor", "x naive", "x default", "role"):
+    for col in ("T", "variant", "BM", "warps", "median us", "IQR", "GB/s", "% floor", "% strided", "x naive",
+                "x default", "role"):
         tab.add_column(col, justify="right")
     f = lambda v, s="": "-" if v is None else format(v, s)    # noqa: E731
     for r in rows:
         tab.add_row(str(r["T"]), r["variant"], f(r["BLOCK_M"]), f(r["num_warps"]), f(r["median_us"], ".1f"),
-                    f(r["iqr_us"], ".1f"), f(r["GBps"], ".0f"), f(r["pct_floor"], ".0f"),
+                    f(r["iqr_us"], ".1f"), f(r["GBps"], ".0f"), f(r["pct_floor"], ".0f"), f(r.get("pct_strided_floor"), ".0f"),
                     f(r.get("speedup_vs_naive"), ".2f"), f(r.get("speedup_vs_default"), ".2f"),
                     r.get("role") or (r["error"][:30] if r["error"] else ""))
     console.print(tab)
     for T in sorted({r["T"] for r in rows}):
-        ok = [r for r in rows if r["T"] == T and r["median_us"] and r["variant"] != "naive_torch"]
+        ok = [r for r in rows if r["T"] == T and r["median_us"] and r["variant"] != "naive_torch"
+              and not r["inplace"]]
         if ok:
             b = min(ok, key=lambda r: r["median_us"])
             console.print(f"T={T}: best {b['variant']} BM={b['BLOCK_M']} warps={b['num_warps']} "
                           f"{b['median_us']:.1f} us, {b['pct_floor']:.0f}% of floor, "
+                          f"{b['pct_strided_floor'] or 0:.0f}% of strided floor, "
                           f"{b['speedup_vs_naive']:.2f}x naive, {b.get('speedup_vs_default') or 0:.2f}x default")
 
 
