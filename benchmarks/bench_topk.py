@@ -81,8 +81,8 @@ def provenance(torch):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="radix top-k benchmark")
     ap.add_argument("--out", default="results/topk_bench.csv")
-    ap.add_argument("--budgets", default="32K,40K,48K,128K")
-    ap.add_argument("--bits", type=int, default=8)
+    ap.add_argument("--budgets", default="32K,48K")
+    ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
     ap.add_argument("--threads", type=int, default=512)
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
@@ -108,7 +108,9 @@ def main(argv=None) -> int:
     bw = copy_bandwidth(torch, flush)
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
           f"{bw / 1e12:.2f} TB/s (read+write)", flush=True)
-    kernels = {b: tk.build(b, a.threads, a.bits) for b in budgets}
+    bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
+    configs = [(b, nb) for nb in bits_list for b in budgets]
+    kernels = {c: tk.build(c[0], a.threads, c[1]) for c in configs}
     rows = []
     gen = torch.Generator(device="cuda")
     for B, L in shapes:
@@ -121,12 +123,12 @@ def main(argv=None) -> int:
         floor_us = B * L * 4 / bw * 1e6
         t_ref, iqr_ref = time_fn(torch, lambda: torch.topk(x, a.k, dim=-1, sorted=False), flush, a.reps)
         nchk = min(B, 4)
-        for bud in budgets:
-            kern = kernels[bud]
+        for bud, nbits in configs:
+            kern = kernels[(bud, nbits)]
             out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True)
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
             med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern), flush, a.reps)
-            rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": a.bits, "threads": a.threads,
+            rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": a.threads,
                          "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
@@ -136,7 +138,7 @@ def main(argv=None) -> int:
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3)})
             r = rows[-1]
-            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K  {med:9.1f} us (iqr {iqr:6.1f})  "
+            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  overflow {diag['overflow_rows']}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
@@ -158,10 +160,10 @@ def summary(rows):
         key = (r["B"], r["L"])
         if key not in best or r["median_us"] < best[key]["median_us"]:
             best[key] = r
-    print("\nsummary (best budget per shape)")
-    print(f"{'B':>5} {'L':>9} {'budget':>7} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
+    print("\nsummary (best config per shape)")
+    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
-        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['median_us']:9.1f} {r['x_floor']:8.2f} "
+        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
               f"{r['torch_us']:9.1f} {r['speedup_vs_torch']:7.2f}x")
     print("\ntargets (issue 4): >= 5x torch at (64,128K) and (256,1M); <= 2x floor at B=256, L>=128K")
     for (B, L), goal in (((64, 131072), "speedup"), ((256, 1 << 20), "speedup")):

@@ -187,9 +187,11 @@ def test_defines_validate():
 
 
 def test_long_row_plan():
-    assert tk.long_row_plan(131072, 2048) == (0, 0)
-    p, cap = tk.long_row_plan(1 << 20, 2048)
-    assert p >= 2048 and 2 * p < (1 << 20) and cap >= 4 * 2048
+    assert tk.long_row_plan(65536, 2048) == (0, 0)
+    assert tk.long_row_plan(20000, 2048, prefix_min_row=0) == (0, 0)     # shorter than 16k
+    for L in (131072, 1 << 20, 65541):
+        p, cap = tk.long_row_plan(L, 2048, prefix_min_row=0)
+        assert p >= 2048 and 2 * p < L and cap >= 4 * 2048
 
 
 def test_rtc_without_gpu_is_a_user_error():

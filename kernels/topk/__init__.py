@@ -16,7 +16,7 @@ KERNEL_NAME = "topk_transform_kernel"
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
 # Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
-PREFIX_MIN_ROW = 262144               # rows at least this long use the prefix-bound single pass
+PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-bound single pass
 
 
 def read_source() -> str:
@@ -43,14 +43,17 @@ def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
 def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
     """(prefix_len, scratch_cap) for rows of ``L`` columns; (0, 0) disables the single pass.
 
-    The prefix (L/8, at least 8k) bounds the threshold bin from below; the scratch list must hold
-    every element at or above that bound: on random rows that is a few per cent of the row, so
-    L/8 entries leave ample headroom (an overflow falls back to re-reading the row, exactly).
+    The prefix (L/16, at least 16k) bounds the threshold bin from below: only elements at or
+    above that bound are counted and copied to the scratch list, roughly k/prefix of the row plus
+    one coarse bin. L/8 entries (at least 16k) leave headroom on random rows; an overflow falls
+    back to re-reading the row, exactly.
     """
     if L < prefix_min_row or L < 16 * k:
         return 0, 0
-    prefix = max(8 * k, L // 8)
-    return prefix, max(4 * k, L // 8)
+    prefix = max(16 * k, L // 16)
+    if 2 * prefix >= L:
+        prefix = max(k, (L - 1) // 2)
+    return prefix, max(16 * k, L // 8)
 
 
 def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):

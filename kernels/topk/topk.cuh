@@ -55,8 +55,10 @@
 #define TOPK_CAP (SGL_TOPK_DYNAMIC_SMEM_BYTES / 8)
 
 // ---------------------------------------------------------------------------------------------
-// Portability shims. Nothing below depends on the warp/wavefront width: all cross-thread
-// communication goes through shared memory and block barriers (wave64-safe by construction).
+// Portability shims. Correctness depends on no warp/wavefront width: cross-thread results go
+// through shared memory and block barriers. On CUDA devices only, shared-memory increments and
+// slot reservations are aggregated per 32-lane warp (match/ballot, see topk_hist_inc and
+// topk_reserve); elsewhere (HIP wave64, host) each lane does its own atomic.
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__) || defined(__HIP__)
 #define TOPK_HIP 1
 #if !defined(__HIPCC_RTC__) && !defined(__HIP_INCLUDE_COMPILER_BUILTINS__) && \
@@ -161,7 +163,15 @@ TOPK_HD static inline topk_u32 topk_half_bits(topk_u32 b) {
 }
 
 TOPK_HD static inline topk_u32 topk_key16(topk_u32 canon_bits) {
+#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
+  // Device: the hardware conversion (round to nearest even, like topk_half_bits); the canonical
+  // NaN is mapped to 0x7E00 as the software model does (cvt returns 0x7FFF for NaN).
+  unsigned short hs;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(hs) : "f"(__uint_as_float(canon_bits)));
+  topk_u32 u = (canon_bits == 0x7FC00000u) ? 0x7E00u : (topk_u32)hs;
+#else
   topk_u32 u = topk_half_bits(canon_bits);
+#endif
   return (u & 0x8000u) ? (u ^ 0xFFFFu) : (u | 0x8000u);
 }
 
@@ -181,6 +191,66 @@ struct TopkShared {
   int eq_taken;     // equal-to-threshold elements taken
   int scratch_n;    // scratch list entries appended (may exceed its capacity)
 };
+
+// Shared-memory updates. Plain per-lane atomics where lanes may diverge (row visits with
+// scalar head/tail loops). In loops whose trip count is uniform across the block (lists, the
+// long-row main loop) the CUDA build aggregates per 32-lane warp with full-mask votes: one
+// atomic for all lanes sharing the first valid lane's bin (hot bins: skewed rows, radix passes
+// whose digit is still constant), one atomic per warp for slot reservations. HIP (wave64) and
+// the host use per-lane atomics everywhere. __match_any_sync is avoided: it is slow.
+#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
+#define TOPK_WARP_AGG 1
+#define TOPK_FULL 0xFFFFFFFFu
+__device__ static inline unsigned topk_lane() { return (unsigned)threadIdx.x & 31u; }
+#endif
+
+__device__ static inline void topk_hist_inc(int* hist, int bin) { topk_atomic_add(&hist[bin], 1); }
+
+// Uniform contexts only (every lane of the warp calls it): hist[bin] += valid.
+__device__ static inline void topk_hist_add_u(int* hist, int bin, bool valid) {
+#ifdef TOPK_WARP_AGG
+  unsigned m = __ballot_sync(TOPK_FULL, valid);
+  if (m == 0u) return;
+  int leader = __ffs(m) - 1;
+  int b0 = __shfl_sync(TOPK_FULL, bin, leader);
+  bool same = valid && bin == b0;
+  unsigned ms = __ballot_sync(TOPK_FULL, same);
+  if (same) {
+    if (topk_lane() == (unsigned)leader) atomicAdd(&hist[b0], __popc(ms));
+  } else if (valid) {
+    atomicAdd(&hist[bin], 1);
+  }
+#else
+  if (valid) topk_atomic_add(&hist[bin], 1);
+#endif
+}
+
+// Uniform contexts only: one slot of *ctr per lane with pred set (-1 for the others).
+__device__ static inline int topk_reserve_u(int* ctr, bool pred) {
+#ifdef TOPK_WARP_AGG
+  unsigned m = __ballot_sync(TOPK_FULL, pred);
+  if (m == 0u) return -1;
+  int leader = __ffs(m) - 1;
+  int base = 0;
+  if (topk_lane() == (unsigned)leader) base = atomicAdd(ctr, __popc(m));
+  base = __shfl_sync(TOPK_FULL, base, leader);
+  return pred ? base + __popc(m & ((1u << topk_lane()) - 1u)) : -1;
+#else
+  return pred ? topk_atomic_add(ctr, 1) : -1;
+#endif
+}
+
+// Per-lane versions with the same interface (divergent contexts).
+template <bool U>
+__device__ static inline void topk_hist_add(int* hist, int bin, bool valid) {
+  if (U) topk_hist_add_u(hist, bin, valid);
+  else if (valid) topk_atomic_add(&hist[bin], 1);
+}
+template <bool U>
+__device__ static inline int topk_reserve(int* ctr, bool pred) {
+  if (U) return topk_reserve_u(ctr, pred);
+  return pred ? topk_atomic_add(ctr, 1) : -1;
+}
 
 // Find the bin where count_above < need <= count_above + count, scanning bins from the top.
 // Requires sum(hist[0..nbins)) >= need >= 1. All threads call it; results in sh.sel_*.
@@ -237,106 +307,144 @@ struct TopkTransform {
   }
 };
 
-// Sources of (index, canonical bits) pairs: the row in global memory, or a list of pairs.
-struct TopkRowSrc {
-  const float* p;
-  int n;
-  __device__ inline int size() const { return n; }
-  __device__ inline void get(int i, int& idx, topk_u32& bits) const {
-    idx = i;
-    bits = topk_canon(topk_bits(p[i]));
-  }
-};
-struct TopkListSrc {
-  const topk_u32* p;   // pairs (index, canonical bits)
-  int n;
-  __device__ inline int size() const { return n; }
-  __device__ inline void get(int i, int& idx, topk_u32& bits) const {
-    idx = (int)p[2 * i];
-    bits = p[2 * i + 1];
-  }
-};
-
-// Visit every element of a row with 16-byte loads where the address allows.
+// Visit every element of a row with 16-byte loads where the address allows, four loads in
+// flight per thread; f.template call<false>(index, canonical bits, true) (lanes may diverge).
 template <typename F>
-__device__ static inline void topk_for_row(const float* p, int n, F f) {
+__device__ static inline void topk_for_row(const float* p, int n, F& f) {
   const int tid = TOPK_TID;
   int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
   if ((((unsigned long long)p) & 3ull) != 0ull) head = n;   // unaligned floats: scalar only
   if (head > n) head = n;
-  for (int i = tid; i < head; i += TOPK_THREADS) f(i, topk_canon(topk_bits(p[i])));
+  for (int i = tid; i < head; i += TOPK_THREADS) f.template call<false>(i, topk_canon(topk_bits(p[i])), true);
   const topk_f4* v = (const topk_f4*)(p + head);
   int nv = (n - head) >> 2;
   int i4 = tid;
   for (; i4 + 3 * TOPK_THREADS < nv; i4 += 4 * TOPK_THREADS) {
-    topk_f4 a0 = v[i4], a1 = v[i4 + TOPK_THREADS], a2 = v[i4 + 2 * TOPK_THREADS],
-           a3 = v[i4 + 3 * TOPK_THREADS];
-    topk_f4 q[4] = {a0, a1, a2, a3};
+    topk_f4 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) q[u] = v[i4 + u * TOPK_THREADS];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       int base = head + 4 * (i4 + u * TOPK_THREADS);
-      f(base + 0, topk_canon(topk_bits(q[u].x)));
-      f(base + 1, topk_canon(topk_bits(q[u].y)));
-      f(base + 2, topk_canon(topk_bits(q[u].z)));
-      f(base + 3, topk_canon(topk_bits(q[u].w)));
+      f.template call<false>(base + 0, topk_canon(topk_bits(q[u].x)), true);
+      f.template call<false>(base + 1, topk_canon(topk_bits(q[u].y)), true);
+      f.template call<false>(base + 2, topk_canon(topk_bits(q[u].z)), true);
+      f.template call<false>(base + 3, topk_canon(topk_bits(q[u].w)), true);
     }
   }
   for (; i4 < nv; i4 += TOPK_THREADS) {
     topk_f4 a = v[i4];
     int base = head + 4 * i4;
-    f(base + 0, topk_canon(topk_bits(a.x)));
-    f(base + 1, topk_canon(topk_bits(a.y)));
-    f(base + 2, topk_canon(topk_bits(a.z)));
-    f(base + 3, topk_canon(topk_bits(a.w)));
+    f.template call<false>(base + 0, topk_canon(topk_bits(a.x)), true);
+    f.template call<false>(base + 1, topk_canon(topk_bits(a.y)), true);
+    f.template call<false>(base + 2, topk_canon(topk_bits(a.z)), true);
+    f.template call<false>(base + 3, topk_canon(topk_bits(a.w)), true);
   }
-  for (int i = head + 4 * nv + tid; i < n; i += TOPK_THREADS) f(i, topk_canon(topk_bits(p[i])));
+  for (int i = head + 4 * nv + tid; i < n; i += TOPK_THREADS)
+    f.template call<false>(i, topk_canon(topk_bits(p[i])), true);
 }
 
-struct TopkHistOp {
-  TopkShared* sh;
-  __device__ inline void operator()(int, topk_u32 bits) const {
-    topk_atomic_add(&sh->hist[topk_bin(bits)], 1);
-  }
+// Sources of (index, canonical bits) pairs: the row in global memory, or a list of pairs. A
+// list is visited with a block-uniform trip count, so the warp-aggregated updates apply.
+struct TopkRowSrc {
+  const float* p;
+  int n;
+  template <typename F>
+  __device__ inline void visit(F& f) const { topk_for_row(p, n, f); }
 };
-
-struct TopkHistCollectOp {
-  TopkShared* sh;
-  int t0;
-  topk_u32* scratch;
-  int cap;
-  __device__ inline void operator()(int i, topk_u32 bits) const {
-    int bin = topk_bin(bits);
-    topk_atomic_add(&sh->hist[bin], 1);
-    if (bin >= t0) {
-      int pos = topk_atomic_add(&sh->scratch_n, 1);
-      if (pos < cap) {
-        scratch[2 * pos] = (topk_u32)i;
-        scratch[2 * pos + 1] = bits;
-      }
+struct TopkListSrc {
+  const topk_u32* p;   // pairs (index, canonical bits)
+  int n;
+  template <typename F>
+  __device__ inline void visit(F& f) const {
+    for (int base = 0; base < n; base += TOPK_THREADS) {
+      int i = base + TOPK_TID;
+      bool valid = i < n;
+      int idx = valid ? (int)p[2 * i] : 0;
+      topk_u32 bits = valid ? p[2 * i + 1] : 0u;
+      f.template call<true>(idx, bits, valid);
     }
   }
 };
 
-// Radix select among the elements of coarse bin `t` of `src` (or of the candidate list when
-// `cand` is given): finds the exact threshold fine key and how many elements equal to it to take,
-// then emits. `need` >= 1 elements are still to be emitted from bin t.
+struct TopkHistOp {
+  int* hist;
+  template <bool U>
+  __device__ inline void call(int, topk_u32 bits, bool valid) const {
+    topk_hist_add<U>(hist, valid ? topk_bin(bits) : 0, valid);
+  }
+};
+
+// Step 2: bins > t go to the output, bin t to the candidate list.
+struct TopkCollectOp {
+  TopkShared* sh;
+  topk_u32* cand;
+  int t;
+  int* out;
+  const TopkTransform* tr;
+  template <bool U>
+  __device__ inline void call(int idx, topk_u32 bits, bool valid) const {
+    int bin = topk_bin(bits);
+    int pos = topk_reserve<U>(&sh->out_pos, valid && bin > t);
+    if (pos >= 0) out[pos] = tr->apply(idx);
+    int c = topk_reserve<U>(&sh->cand_n, valid && bin == t);
+    if (c >= 0 && c < TOPK_CAP) {
+      cand[2 * c] = (topk_u32)idx;
+      cand[2 * c + 1] = bits;
+    }
+  }
+};
+
+// Step 3, one radix pass: histogram of the digit at `shift` of fine keys matching the prefix.
+struct TopkDigitOp {
+  int* hist;
+  int t;               // coarse bin filter (-1: none)
+  topk_u32 mask, prefix;
+  int shift;
+  template <bool U>
+  __device__ inline void call(int, topk_u32 bits, bool valid) const {
+    if (t >= 0 && topk_bin(bits) != t) valid = false;
+    topk_u32 k = topk_fine_key(bits);
+    topk_hist_add<U>(hist, (int)((k >> shift) & 255u), valid && (k & mask) == prefix);
+  }
+};
+
+// Step 3, emit: keys above the exact K-th key, and `need` keys equal to it.
+struct TopkEmitOp {
+  TopkShared* sh;
+  int t;
+  topk_u32 key;
+  int need;
+  int* out;
+  const TopkTransform* tr;
+  template <bool U>
+  __device__ inline void call(int idx, topk_u32 bits, bool valid) const {
+    bool in = valid && !(t >= 0 && topk_bin(bits) != t);
+    topk_u32 k = topk_fine_key(bits);
+    int e = topk_reserve<U>(&sh->eq_taken, in && k == key);
+    bool take = (in && k > key) || (e >= 0 && e < need);
+    int pos = topk_reserve<U>(&sh->out_pos, take);
+    if (pos >= 0) out[pos] = tr->apply(idx);
+  }
+};
+
+// Radix select among the elements of coarse bin `t` of `src` (every element when t < 0): finds
+// the exact threshold fine key and how many elements equal to it to take, then emits. `need`
+// >= 1 elements are still to be emitted from bin t.
 template <typename Src>
 __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, int t,
                                                int need, int* out, const TopkTransform& tr) {
-  const int tid = TOPK_TID;
-  const int n = src.size();
   topk_u32 prefix = 0u, mask = 0u;
   for (int shift = 24; shift >= 0; shift -= 8) {
     topk_clear_hist(sh, 256);
     TOPK_SYNC();
-    for (int i = tid; i < n; i += TOPK_THREADS) {
-      int idx;
-      topk_u32 bits;
-      src.get(i, idx, bits);
-      if (t >= 0 && topk_bin(bits) != t) continue;
-      topk_u32 k = topk_fine_key(bits);
-      if ((k & mask) == prefix) topk_atomic_add(&sh.hist[(k >> shift) & 255u], 1);
-    }
+    TopkDigitOp dop;
+    dop.hist = sh.hist;
+    dop.t = t;
+    dop.mask = mask;
+    dop.prefix = prefix;
+    dop.shift = shift;
+    src.visit(dop);
     TOPK_SYNC();
     topk_find_threshold(sh, 256, need);
     need -= sh.sel_above;
@@ -344,45 +452,28 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
     mask |= 255u << shift;
     TOPK_SYNC();   // everyone has read sel_* before the next pass overwrites it
   }
-  // prefix is now the exact K-th fine key; take all keys above it and `need` keys equal to it.
-  for (int i = tid; i < n; i += TOPK_THREADS) {
-    int idx;
-    topk_u32 bits;
-    src.get(i, idx, bits);
-    if (t >= 0 && topk_bin(bits) != t) continue;
-    topk_u32 k = topk_fine_key(bits);
-    bool take = k > prefix;
-    if (k == prefix) take = topk_atomic_add(&sh.eq_taken, 1) < need;
-    if (take) {
-      int pos = topk_atomic_add(&sh.out_pos, 1);
-      out[pos] = tr.apply(idx);
-    }
-  }
+  TopkEmitOp eop;
+  eop.sh = &sh;
+  eop.t = t;
+  eop.key = prefix;
+  eop.need = need;
+  eop.out = out;
+  eop.tr = &tr;
+  src.visit(eop);
 }
 
-// Step 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
+// Steps 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
 template <typename Src>
-__device__ static inline void topk_collect_refine(TopkShared& sh, topk_u32* cand,
-                                                  const Src& src, int t, int need_in_bin,
-                                                  int* out, const TopkTransform& tr) {
-  const int tid = TOPK_TID;
-  const int n = src.size();
-  for (int i = tid; i < n; i += TOPK_THREADS) {
-    int idx;
-    topk_u32 bits;
-    src.get(i, idx, bits);
-    int bin = topk_bin(bits);
-    if (bin > t) {
-      int pos = topk_atomic_add(&sh.out_pos, 1);
-      out[pos] = tr.apply(idx);
-    } else if (bin == t) {
-      int c = topk_atomic_add(&sh.cand_n, 1);
-      if (c < TOPK_CAP) {
-        cand[2 * c] = (topk_u32)idx;
-        cand[2 * c + 1] = bits;
-      }
-    }
-  }
+__device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const Src& src,
+                                          int t, int need_in_bin, int* out,
+                                          const TopkTransform& tr) {
+  TopkCollectOp cop;
+  cop.sh = &sh;
+  cop.cand = cand;
+  cop.t = t;
+  cop.out = out;
+  cop.tr = &tr;
+  src.visit(cop);
   TOPK_SYNC();
   if (sh.cand_n <= TOPK_CAP) {
     TopkListSrc ls;
@@ -390,16 +481,78 @@ __device__ static inline void topk_collect_refine(TopkShared& sh, topk_u32* cand
     ls.n = sh.cand_n;
     topk_refine_emit(sh, ls, -1, need_in_bin, out, tr);   // every candidate is in bin t
   } else {
-    topk_refine_emit(sh, src, t, need_in_bin, out, tr);   // overflow: exact from global memory
+    topk_refine_emit(sh, src, t, need_in_bin, out, tr);   // overflow: exact from the source
   }
 }
 
-template <typename Src>
-__device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const Src& src,
-                                          int t, int need_in_bin, int* out,
-                                          const TopkTransform& tr) {
-  topk_collect_refine(sh, cand, src, t, need_in_bin, out, tr);
+// Canonical fp32 bits of a fine key (inverse of topk_fine_key).
+__device__ static inline topk_u32 topk_bits_of_fine(topk_u32 f) {
+  return (f & 0x80000000u) ? (f & 0x7FFFFFFFu) : ~f;
 }
+
+// Smallest fine key whose coarse bin is >= t0 (the bin is monotone in the fine key of
+// canonical bits; those lie in [fine(-inf), fine(NaN)]).
+__device__ static inline topk_u32 topk_fine_floor_of_bin(int t0) {
+  topk_u32 lo = 0x007FFFFFu, hi = 0xFFC00000u;   // fine(-inf), fine(canonical NaN)
+  if (topk_bin(topk_bits_of_fine(lo)) >= t0) return 0u;
+  while (hi - lo > 1u) {                          // invariant: bin(lo) < t0 <= bin(hi)
+    topk_u32 mid = lo + ((hi - lo) >> 1);
+    if (topk_bin(topk_canon(topk_bits_of_fine(mid))) >= t0) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+// Long rows, main pass: copy every element with fine key >= f0 (exactly: bin >= t0) to the
+// scratch list. Block-uniform trip count over the 16-byte body, so votes use the full warp.
+__device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int n, topk_u32 f0,
+                                             topk_u32* scratch, int cap) {
+  const int tid = TOPK_TID;
+  int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
+  if ((((unsigned long long)p) & 3ull) != 0ull) head = n;
+  if (head > n) head = n;
+  const topk_f4* v = (const topk_f4*)(p + head);
+  const int nv = (n - head) >> 2;
+  for (int b4 = 0; b4 < nv; b4 += 4 * TOPK_THREADS) {
+    topk_f4 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int i4 = b4 + u * TOPK_THREADS + tid;
+      if (i4 < nv) q[u] = v[i4];
+      else q[u].x = q[u].y = q[u].z = q[u].w = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int i4 = b4 + u * TOPK_THREADS + tid;
+      bool ok = i4 < nv;
+      float e[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        topk_u32 bits = topk_canon(topk_bits(e[c]));
+        bool keep = ok && topk_fine_key(bits) >= f0;
+        int pos = topk_reserve_u(&sh.scratch_n, keep);
+        if (pos >= 0 && pos < cap) {
+          scratch[2 * pos] = (topk_u32)(head + 4 * i4 + c);
+          scratch[2 * pos + 1] = bits;
+        }
+      }
+    }
+  }
+  // scalar head and tail (at most 3 + 3 elements): per-lane atomics
+  for (int j = tid; j < head + (n - head - 4 * nv); j += TOPK_THREADS) {
+    int i = j < head ? j : head + 4 * nv + (j - head);
+    topk_u32 bits = topk_canon(topk_bits(p[i]));
+    if (topk_fine_key(bits) >= f0) {
+      int pos = topk_atomic_add(&sh.scratch_n, 1);
+      if (pos < cap) {
+        scratch[2 * pos] = (topk_u32)i;
+        scratch[2 * pos + 1] = bits;
+      }
+    }
+  }
+}
+
+#define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
 
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
@@ -443,47 +596,71 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
 
-  const bool use_prefix = prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0;
+  // Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 64 sample values
+  // reach; the main pass keeps only elements of bins >= t0 (in the scratch list). If fewer than
+  // K are kept (a bad guess) or the list overflows, the row is done the plain way: exact always.
+  const bool use_long = prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0 &&
+                        len >= 16 * K;
   topk_u32* srow = scratch + (long long)row * 2ll * (long long)scratch_cap;
-  if (use_prefix) {
-    TopkHistOp hop;
-    hop.sh = &sh;
-    topk_for_row(p, prefix_len, hop);
+  bool done = false;
+  if (use_long) {
+    const topk_f4* v = (const topk_f4*)p;
+    const bool al = (((unsigned long long)p) & 15ull) == 0ull;
+    const int nv = len >> 2;
+    for (int s = tid; s < TOPK_SAMPLE4; s += TOPK_THREADS) {
+      int i4 = (int)(((long long)s * nv) / TOPK_SAMPLE4);
+      topk_f4 a;
+      if (al) a = v[i4];
+      else { a.x = p[4 * i4]; a.y = p[4 * i4 + 1]; a.z = p[4 * i4 + 2]; a.w = p[4 * i4 + 3]; }
+      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.x))));
+      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.y))));
+      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.z))));
+      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.w))));
+    }
     TOPK_SYNC();
-    topk_find_threshold(sh, TOPK_BINS, K);
-    int t0 = sh.sel_bin;
+    long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 64;
+    topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
+    if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
     TOPK_SYNC();
+    const topk_u32 f0 = (topk_u32)sh.sel_above;
     topk_clear_hist(sh, TOPK_BINS);
     TOPK_SYNC();
-    TopkHistCollectOp cop;
-    cop.sh = &sh;
-    cop.t0 = t0;
-    cop.scratch = srow;
-    cop.cap = scratch_cap;
-    topk_for_row(p, len, cop);
-  } else {
-    TopkHistOp hop;
-    hop.sh = &sh;
-    topk_for_row(p, len, hop);
+    topk_keep_pass(sh, p, len, f0, srow, scratch_cap);
+    TOPK_SYNC();
+    const int kept = sh.scratch_n;
+    if (kept <= scratch_cap && kept >= K) {
+      TopkListSrc ls;
+      ls.p = srow;
+      ls.n = kept;
+      TopkHistOp hop;
+      hop.hist = sh.hist;
+      ls.visit(hop);
+      TOPK_SYNC();
+      topk_find_threshold(sh, TOPK_BINS, K);
+      const int t = sh.sel_bin;
+      const int above = sh.sel_above;
+      if (tid == 0) bin_counts[row] = sh.hist[t];
+      TOPK_SYNC();
+      topk_finish(sh, cand, ls, t, K - above, o, tr);
+      done = true;
+    } else {
+      topk_clear_hist(sh, TOPK_BINS);
+      TOPK_SYNC();
+    }
   }
+  if (done) return;
+
+  TopkHistOp hop;
+  hop.hist = sh.hist;
+  TopkRowSrc rs;
+  rs.p = p;
+  rs.n = len;
+  rs.visit(hop);
   TOPK_SYNC();
   topk_find_threshold(sh, TOPK_BINS, K);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
-  const int in_bin = sh.hist[t];
-  if (tid == 0) bin_counts[row] = in_bin;
-  const int scratch_n = sh.scratch_n;
+  if (tid == 0) bin_counts[row] = sh.hist[t];
   TOPK_SYNC();
-
-  if (use_prefix && scratch_n <= scratch_cap) {
-    TopkListSrc ls;
-    ls.p = srow;
-    ls.n = scratch_n;
-    topk_finish(sh, cand, ls, t, K - above, o, tr);
-  } else {
-    TopkRowSrc rs;
-    rs.p = p;
-    rs.n = len;
-    topk_finish(sh, cand, rs, t, K - above, o, tr);
-  }
+  topk_finish(sh, cand, rs, t, K - above, o, tr);
 }
