@@ -521,20 +521,49 @@ __device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int
       if (i4 < nv) q[u] = v[i4];
       else q[u].x = q[u].y = q[u].z = q[u].w = 0.0f;
     }
+    // keep bits of this lane's 16 values; one slot reservation per warp per iteration
+    unsigned kmask = 0u;
+    topk_u32 kb[16];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      int i4 = b4 + u * TOPK_THREADS + tid;
-      bool ok = i4 < nv;
-      float e[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+      bool ok = b4 + u * TOPK_THREADS + tid < nv;
+      kb[4 * u + 0] = topk_canon(topk_bits(q[u].x));
+      kb[4 * u + 1] = topk_canon(topk_bits(q[u].y));
+      kb[4 * u + 2] = topk_canon(topk_bits(q[u].z));
+      kb[4 * u + 3] = topk_canon(topk_bits(q[u].w));
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        topk_u32 bits = topk_canon(topk_bits(e[c]));
-        bool keep = ok && topk_fine_key(bits) >= f0;
-        int pos = topk_reserve_u(&sh.scratch_n, keep);
-        if (pos >= 0 && pos < cap) {
-          scratch[2 * pos] = (topk_u32)(head + 4 * i4 + c);
-          scratch[2 * pos + 1] = bits;
+      for (int c = 0; c < 4; ++c)
+        if (ok && topk_fine_key(kb[4 * u + c]) >= f0) kmask |= 1u << (4 * u + c);
+    }
+#ifdef TOPK_WARP_AGG
+    const int cnt = __popc(kmask);
+#else
+    const int cnt = __builtin_popcount(kmask);
+#endif
+    int pos;
+#ifdef TOPK_WARP_AGG
+    if (__ballot_sync(TOPK_FULL, cnt > 0) == 0u) continue;
+    int incl = cnt;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      int y = __shfl_up_sync(TOPK_FULL, incl, d);
+      if ((int)topk_lane() >= d) incl += y;
+    }
+    int base = 0;
+    if (topk_lane() == 31u) base = atomicAdd(&sh.scratch_n, incl);
+    pos = __shfl_sync(TOPK_FULL, base, 31) + incl - cnt;
+#else
+    if (cnt == 0) continue;
+    pos = topk_atomic_add(&sh.scratch_n, cnt);
+#endif
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      if (kmask & (1u << j)) {
+        if (pos < cap) {
+          scratch[2 * pos] = (topk_u32)(head + 4 * (b4 + (j >> 2) * TOPK_THREADS + tid) + (j & 3));
+          scratch[2 * pos + 1] = kb[j];
         }
+        ++pos;
       }
     }
   }
@@ -596,7 +625,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
 
-  // Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 64 sample values
+  // Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 16 sample values
   // reach; the main pass keeps only elements of bins >= t0 (in the scratch list). If fewer than
   // K are kept (a bad guess) or the list overflows, the row is done the plain way: exact always.
   const bool use_long = prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0 &&
@@ -618,7 +647,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.w))));
     }
     TOPK_SYNC();
-    long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 64;
+    long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
     topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
     if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
     TOPK_SYNC();
