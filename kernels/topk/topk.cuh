@@ -26,11 +26,13 @@
 //  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[b] records count(t) for every row
 //  (the host compares it with the capacity to count overflowed rows), and the row is finished
 //  exactly by running the same radix passes over the source in global memory instead.
-//  Long rows (prefix_len > 0 and len_b > 2 * prefix_len): a prefix of prefix_len elements gives a
-//  safe lower bound t0 <= t (the K-th largest of a prefix is <= the K-th largest of the row);
-//  one pass over the row then histograms every element and copies those of bins >= t0 into a
-//  per-row global scratch list, so steps 2-3 read the (short) scratch list instead of the row
-//  again. If the scratch list overflows, steps 2-3 read the row (exact, slower).
+//  Long rows (prefix_len >= K, len > 2 * prefix_len, len >= 16 K; the host enables it from
+//  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about twice the
+//  expected sample count above the K-th largest), turned into the exact smallest fine key f0 of
+//  bin t0. One pass over the row copies the (index, bits) pairs with fine key >= f0 (= bin >= t0)
+//  into a per-row global scratch list; steps 1-3 then run on that list. If fewer than K were
+//  kept (the guess was too high) or the list overflowed, the row is done the plain way above:
+//  exact in every case, only slower.
 
 #ifndef SGL_TOPK_DYNAMIC_SMEM_BYTES
 #define SGL_TOPK_DYNAMIC_SMEM_BYTES 131072
