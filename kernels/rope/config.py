@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tuner.errors import UserError
 
-VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads", "stream")
+VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads")
 BLOCK_M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 NUM_WARPS_VALUES = (1, 2, 4, 8, 16)
 

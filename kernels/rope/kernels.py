@@ -19,16 +19,9 @@ Variants (one small host launcher each, all with the same argument list):
                in-register split; adjacent programs walk adjacent heads of one token.
 - ``heads``:   one program per (token, BLOCK_M heads): the token's frequency row is loaded once
                and broadcast over the heads (our own variant; not in the sources).
-- ``stream``:  persistent ``flat``: as many programs as fit on the device at once, each looping
-               over BLOCK_M-row tiles with the next tile's loads issued before the current tile's
-               stores (software prefetch in registers), streaming (``evict_first``) hints on
-               the rope rows and ``evict_last`` on the reused frequency rows (our own variant).
 """
 
 from __future__ import annotations
-
-import ctypes
-import functools
 
 import triton
 import triton.language as tl
@@ -163,47 +156,6 @@ def rope_heads_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
     tl.store(op, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
-@triton.jit
-def _flat_rows(tile, T, H, D, s_t, s_h, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Row offsets ``[BLOCK_M, BLOCK_D]``, their mask and the tokens of flat tile ``tile``."""
-    r = tl.arange(0, BLOCK_M).to(tl.int64) + tile * BLOCK_M    # tile * BLOCK_M < T * H + BLOCK_M
-    mr = r < T * H
-    t = r // H
-    d = tl.arange(0, BLOCK_D)
-    offs = (t * s_t + (r - t * H) * s_h)[:, None] + d[None, :]
-    return offs, mr[:, None] & (d < D)[None, :], tl.where(mr, t, -1)
-
-
-@triton.jit
-def _stream_load(x_ptr, f_ptr, pos_ptr, tile, T, H, D, sx_t, sx_h, sf,
-                 HAS_POS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    offs, m, t = _flat_rows(tile, T, H, D, sx_t, sx_h, BLOCK_M, BLOCK_D)
-    row = _row_of(pos_ptr, t, HAS_POS)
-    d = tl.arange(0, BLOCK_D)
-    ft = tl.load(f_ptr + row[:, None] * sf + d[None, :], mask=m, other=0.0, eviction_policy="evict_last")
-    xt = tl.load(x_ptr + offs, mask=m, other=0.0, eviction_policy="evict_first")
-    return xt, ft
-
-
-@triton.jit
-def rope_stream_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
-                       sx_t, sx_h, so_t, so_h, sf,
-                       HAS_POS: tl.constexpr, INVERSE: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    n_tiles = tl.cdiv(T * H, BLOCK_M)
-    xt, ft = _stream_load(x_ptr, f_ptr, pos_ptr, pid, T, H, D, sx_t, sx_h, sf, HAS_POS, BLOCK_M, BLOCK_D)
-    for tile in range(pid, n_tiles, nprog):
-        # the next tile's loads go out before this tile's stores (masked off past the end)
-        xn, fn = _stream_load(x_ptr, f_ptr, pos_ptr, tile + nprog, T, H, D, sx_t, sx_h, sf,
-                              HAS_POS, BLOCK_M, BLOCK_D)
-        y = _rotate_tile(xt, ft, INVERSE, BLOCK_M, BLOCK_D)
-        offs, m, _ = _flat_rows(tile, T, H, D, so_t, so_h, BLOCK_M, BLOCK_D)
-        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m, eviction_policy="evict_first")
-        xt, ft = xn, fn
-
-
 # variant -> (kernel, grid(T, H, BLOCK_M))
 def _grid_token(T, H, bm):
     return (T, H)
@@ -221,21 +173,13 @@ def _grid_heads(T, H, bm):
     return (T, triton.cdiv(H, bm))
 
 
-def _grid_stream(T, H, bm):
-    return (triton.cdiv(T * H, bm),)      # capped to the resident programs by the launcher
-
-
 VARIANTS = {
     "token": (rope_token_kernel, _grid_token),
     "batched": (rope_batched_kernel, _grid_tokens_by_head),
     "tile": (rope_tile_kernel, _grid_tokens_by_head),
     "flat": (rope_flat_kernel, _grid_flat),
     "heads": (rope_heads_kernel, _grid_heads),
-    "stream": (rope_stream_kernel, _grid_stream),
 }
-PERSISTENT = {"stream"}
-# programs per launch under TRITON_INTERPRET (no device to ask): few, so tests exercise the loop
-_INTERPRETED_PROGRAMS = 3
 
 
 def launch(variant, x3, out3, f2, pos, inverse, block_m, num_warps):
@@ -245,51 +189,9 @@ def launch(variant, x3, out3, f2, pos, inverse, block_m, num_warps):
     T, H, D = x3.shape
     block_d = max(2, triton.next_power_of_2(D))
     grid = grid_fn(T, H, block_m)
-    args = (x3, out3, f2, pos if pos is not None else f2, T, H, D,
-            x3.stride(0), x3.stride(1), out3.stride(0), out3.stride(1), f2.stride(0))
-    kw = dict(HAS_POS=pos is not None, INVERSE=bool(inverse), BLOCK_M=block_m, BLOCK_D=block_d,
-              num_warps=num_warps)
-    if variant in PERSISTENT:
-        key = (variant, x3.dtype, out3.dtype, pos is not None and pos.dtype, bool(inverse), block_m,
-               block_d, num_warps, str(x3.device))
-        if key not in _RESIDENT:
-            _RESIDENT[key] = resident_programs(kernel, args, kw, x3.device)
-        grid = (min(grid[0], _RESIDENT[key]),)
-    return kernel[grid](*args, **kw)
-
-
-_RESIDENT: dict = {}     # launch key -> resident programs (one warm-up compile per key)
-
-
-def resident_programs(kernel, args, kw, device) -> int:
-    """How many programs of ``kernel`` (compiled for these arguments) the device runs at once:
-    SMs x the driver's occupancy answer. A persistent grid larger than this would run a second,
-    partial wave and take twice as long; smaller only hides less latency."""
-    if device.type != "cuda":
-        return _INTERPRETED_PROGRAMS
-    import torch
-
-    compiled = kernel.warmup(*args, grid=(1,), **kw)
-    compiled._init_handles()
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    per_sm = _occupancy(compiled.function, kw["num_warps"] * compiled.metadata.warp_size,
-                        compiled.metadata.shared)
-    return sms * max(1, per_sm or 1)
-
-
-@functools.lru_cache(maxsize=256)
-def _occupancy(function: int, threads: int, shared: int) -> int | None:
-    """cuOccupancyMaxActiveBlocksPerMultiprocessor / hipModuleOccupancy... for a loaded kernel
-    handle; None where the runtime library won't answer."""
-    import torch
-    from torch.cuda import _utils
-
-    name = ("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor" if getattr(torch.version, "hip", None)
-            else "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-    try:
-        fn = getattr(_utils._get_gpu_runtime_library(), name)
-        blocks = ctypes.c_int(0)
-        rc = fn(ctypes.byref(blocks), ctypes.c_void_p(function), ctypes.c_int(threads), ctypes.c_size_t(shared))
-    except Exception:  # noqa: BLE001 - missing library or symbol: no answer
-        return None
-    return int(blocks.value) if rc == 0 else None
+    return kernel[grid](
+        x3, out3, f2, pos if pos is not None else f2, T, H, D,
+        x3.stride(0), x3.stride(1), out3.stride(0), out3.stride(1), f2.stride(0),
+        HAS_POS=pos is not None, INVERSE=bool(inverse),
+        BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps,
+    )
