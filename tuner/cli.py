@@ -63,6 +63,11 @@ def cli():
 
 
 def main(argv=None) -> None:
+    # Triton 3.9 warns on every compile unless this is set; "1" is its current default (FP fusion
+    # on), so setting it changes nothing but the noise. A user's own setting wins.
+    import os
+
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     try:
         rv = cli.main(args=argv, prog_name="tune", standalone_mode=False)
     except UserError as e:
