@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--shapes", default="", help="e.g. 64x131072,256x1048576 (default: 4x4 grid)")
+    ap.add_argument("--no-split-compare", dest="split_compare", action="store_false",
+                    help="skip the one-block-per-row (split off) run on long rows")
     ap.add_argument("--dist", default="random_normal", help="input family (kernels.topk.reference)")
     a = ap.parse_args(argv)
 
@@ -111,6 +113,8 @@ def main(argv=None) -> int:
     bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
     configs = [(b, nb) for nb in bits_list for b in budgets]
     kernels = {c: tk.build(c[0], a.threads, c[1]) for c in configs}
+    # one-block-per-row reference (split off) for the first 12-bit config, on long rows only
+    base = next((c for c in configs if c[1] == 12), configs[0])
     rows = []
     gen = torch.Generator(device="cuda")
     for B, L in shapes:
@@ -123,12 +127,16 @@ def main(argv=None) -> int:
         floor_us = B * L * 4 / bw * 1e6
         t_ref, iqr_ref = time_fn(torch, lambda: torch.topk(x, a.k, dim=-1, sorted=False), flush, a.reps)
         nchk = min(B, 4)
-        for bud, nbits in configs:
+        runs = [(bud, nbits, None) for bud, nbits in configs]
+        if a.split_compare and tk.long_row_plan(L, a.k)[1]:
+            runs.append((base[0], base[1], 0))
+        for bud, nbits, split in runs:
             kern = kernels[(bud, nbits)]
-            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True)
+            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split)
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
-            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern), flush, a.reps)
+            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split), flush, a.reps)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": a.threads,
+                         "split": diag["split"],
                          "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
@@ -138,7 +146,7 @@ def main(argv=None) -> int:
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3)})
             r = rows[-1]
-            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
+            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} split={diag['split']:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  overflow {diag['overflow_rows']}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
@@ -161,9 +169,9 @@ def summary(rows):
         if key not in best or r["median_us"] < best[key]["median_us"]:
             best[key] = r
     print("\nsummary (best config per shape)")
-    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
+    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'split':>5} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
-        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
+        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['split']:5d} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
               f"{r['torch_us']:9.1f} {r['speedup_vs_torch']:7.2f}x")
     print("\ntargets (issue 4): >= 5x torch at (64,128K) and (256,1M); <= 2x floor at B=256, L>=128K")
     for (B, L), goal in (((64, 131072), "speedup"), ((256, 1 << 20), "speedup")):

@@ -13,6 +13,8 @@ from tuner.errors import UserError
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
+SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
+SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
 # Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
@@ -56,11 +58,56 @@ def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple
     return prefix, max(16 * k, L // 8)
 
 
+def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None) -> int:
+    """Blocks per row of the split main pass (1: one block per row, no split kernel).
+
+    ``split=None`` chooses: nothing when B >= the SM count, else enough blocks that B*S is about
+    twice the SM count, each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path (scratch_cap > 0) split.
+    An int forces that many (still capped so that no slice is empty); 0 or 1 disables it.
+    """
+    if not scratch_cap or B <= 0 or L <= 0:
+        return 1
+    if split is None:
+        if B >= num_sms:          # one block per row already fills the GPU
+            return 1
+        want = -(-2 * int(num_sms) // B)
+        s = min(want, L // SPLIT_MIN_SLICE)
+    else:
+        s = int(split)
+        if s < 0:
+            raise UserError(f"split must be >= 0 blocks per row, got {split}")
+        s = min(s, max(1, L // 4))
+    return s if s >= 2 else 1
+
+
 def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
     from tuner import rtc
 
     return rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits), device,
                               dynamic_smem=int(budget))
+
+
+_SPLIT_HANDLES: dict = {}   # (options, arch) of a main handle -> its split kernel (no host work)
+_NUM_SMS: dict = {}
+
+
+def _split_handle(handle, budget, threads, bits, dev):
+    key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev))
+    h = _SPLIT_HANDLES.get(key)
+    if h is None:
+        d = handle.defines
+        h = build_split(int(d.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)),
+                        int(d.get("TOPK_THREADS", threads)), int(d.get("TOPK_COARSE_BITS", bits)), dev)
+        _SPLIT_HANDLES[key] = h
+    return h
+
+
+def build_split(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
+    """The split main-pass kernel of the same config (no dynamic shared memory)."""
+    from tuner import rtc
+
+    return rtc.compile_kernel(read_source(), SPLIT_KERNEL_NAME, defines(budget, threads, bits),
+                              device)
 
 
 def _check_args(scores, k, lengths, row_starts):
@@ -84,9 +131,12 @@ def _check_args(scores, k, lengths, row_starts):
 
 def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
          threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
-         return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW):
+         return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
+         split=None, split_kernel=None):
     """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
-    guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start)."""
+    guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
+    ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
+    one block per row), see ``split_plan``."""
     import torch
 
     from tuner import rtc
@@ -115,16 +165,32 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     bin_counts = torch.empty((B,), dtype=torch.int32, device=dev)
     prefix, scap = long_row_plan(L, k, prefix_min_row)
     scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
+    nsplit = 1
+    if B and scap:
+        nsms = _NUM_SMS.get(str(dev))
+        if nsms is None:
+            nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
+        nsplit = split_plan(B, L, scap, nsms, split)
+    split_kept = dummy
     if B:
         nthreads = int(handle.defines.get("TOPK_THREADS", threads))
+        if nsplit > 1:
+            skern = (split_kernel if split_kernel is not None
+                     else _split_handle(handle, budget, threads, bits, dev))
+            split_kept = torch.zeros((B,), dtype=torch.int32, device=dev)
+            rtc.launch(skern, (B * nsplit,), (nthreads,), [
+                scores, scores.stride(0), L,
+                lengths if lengths is not None else dummy, int(lengths is not None),
+                row_starts if row_starts is not None else dummy, int(row_starts is not None),
+                int(k), scratch, int(scap), int(prefix), split_kept, int(nsplit)])
         rtc.launch(handle, (B,), (nthreads,), [
             scores, scores.stride(0), L,
             lengths if lengths is not None else dummy, int(lengths is not None),
             row_starts if row_starts is not None else dummy, int(row_starts is not None),
             int(k), out, mode, table, int(tstride), int(page_bits), bin_counts,
-            scratch, int(scap), int(prefix)])
+            scratch, int(scap), int(prefix), split_kept, int(nsplit > 1)])
     if not return_diagnostics:
         return out
     cap = capacity(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)))
     return out, {"overflow_rows": int((bin_counts > cap).sum().item()), "capacity": cap,
-                 "bin_counts": bin_counts}
+                 "bin_counts": bin_counts, "split": nsplit}

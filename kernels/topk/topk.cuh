@@ -91,6 +91,10 @@ __attribute__((device)) static inline int topk_atomic_add(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
 }
 #define TOPK_SYNC() topk_sync()
+__attribute__((device)) static inline int topk_atomic_add_dev(int* p, int v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+#define TOPK_HAVE_DEV_ATOMIC 1
 #define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
 #endif
 #endif  // HIP
@@ -100,6 +104,10 @@ __attribute__((device)) static inline int topk_atomic_add(int* p, int v) {
 #define TOPK_BID ((int)blockIdx.x)
 #define TOPK_SYNC() __syncthreads()
 __device__ static inline int topk_atomic_add(int* p, int v) { return atomicAdd(p, v); }
+#endif
+#ifndef TOPK_HAVE_DEV_ATOMIC
+// Device-scope (cross-block) atomic on global memory: atomicAdd is device scope on CUDA and HIP.
+__device__ static inline int topk_atomic_add_dev(int* p, int v) { return atomicAdd(p, v); }
 #endif
 
 // Key functions are also host-callable under nvcc (tests run them on the CPU against numpy).
@@ -507,8 +515,16 @@ __device__ static inline topk_u32 topk_fine_floor_of_bin(int t0) {
 
 // Long rows, main pass: copy every element with fine key >= f0 (exactly: bin >= t0) to the
 // scratch list. Block-uniform trip count over the 16-byte body, so votes use the full warp.
-__device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int n, topk_u32 f0,
-                                             topk_u32* scratch, int cap) {
+// The list counter is *ctr: shared memory (one block per row, DEV = false) or the row's global
+// counter (a row split over several blocks, DEV = true: device-scope atomics). Indices stored
+// are idx_off + the index in p[0, n).
+template <bool DEV>
+__device__ static inline int topk_ctr_add(int* ctr, int v) {
+  return DEV ? topk_atomic_add_dev(ctr, v) : topk_atomic_add(ctr, v);
+}
+template <bool DEV>
+__device__ static inline void topk_keep_pass(int* ctr, const float* p, int n, topk_u32 f0,
+                                             topk_u32* scratch, int cap, int idx_off) {
   const int tid = TOPK_TID;
   int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
   if ((((unsigned long long)p) & 3ull) != 0ull) head = n;
@@ -552,17 +568,18 @@ __device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int
       if ((int)topk_lane() >= d) incl += y;
     }
     int base = 0;
-    if (topk_lane() == 31u) base = atomicAdd(&sh.scratch_n, incl);
+    if (topk_lane() == 31u) base = topk_ctr_add<DEV>(ctr, incl);
     pos = __shfl_sync(TOPK_FULL, base, 31) + incl - cnt;
 #else
     if (cnt == 0) continue;
-    pos = topk_atomic_add(&sh.scratch_n, cnt);
+    pos = topk_ctr_add<DEV>(ctr, cnt);
 #endif
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       if (kmask & (1u << j)) {
         if (pos < cap) {
-          scratch[2 * pos] = (topk_u32)(head + 4 * (b4 + (j >> 2) * TOPK_THREADS + tid) + (j & 3));
+          scratch[2 * pos] =
+              (topk_u32)(idx_off + head + 4 * (b4 + (j >> 2) * TOPK_THREADS + tid) + (j & 3));
           scratch[2 * pos + 1] = kb[j];
         }
         ++pos;
@@ -574,9 +591,9 @@ __device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int
     int i = j < head ? j : head + 4 * nv + (j - head);
     topk_u32 bits = topk_canon(topk_bits(p[i]));
     if (topk_fine_key(bits) >= f0) {
-      int pos = topk_atomic_add(&sh.scratch_n, 1);
+      int pos = topk_ctr_add<DEV>(ctr, 1);
       if (pos < cap) {
-        scratch[2 * pos] = (topk_u32)i;
+        scratch[2 * pos] = (topk_u32)(idx_off + i);
         scratch[2 * pos + 1] = bits;
       }
     }
@@ -585,25 +602,100 @@ __device__ static inline void topk_keep_pass(TopkShared& sh, const float* p, int
 
 #define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
 
+// Row geometry shared by both kernels (identical arithmetic: a split row is seen the same way).
+__device__ static inline int topk_row_len(int row, int ncols, const int* lengths, int has_lengths,
+                                          const int* row_starts, int has_starts, int* start_out) {
+  const int start = has_starts ? row_starts[row] : 0;
+  int len = has_lengths ? lengths[row] : ncols;
+  if (start < 0 || start > ncols) len = 0;            // invalid start: treat the row as empty
+  else if (len > ncols - start) len = ncols - start;  // never read past the row
+  if (len < 0) len = 0;
+  *start_out = start > 0 ? start : 0;
+  return len;
+}
+
+__device__ static inline bool topk_use_long(int len, int K, int prefix_len, int scratch_cap) {
+  return prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0 && len >= 16 * K;
+}
+
+// Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 16 sample values
+// reach; returns f0, the smallest fine key of bin t0. Deterministic (the same f0 in every block
+// that samples the same row). Needs sh.hist cleared on entry; leaves it cleared.
+__device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float* p, int len,
+                                                    int K) {
+  const int tid = TOPK_TID;
+  const topk_f4* v = (const topk_f4*)p;
+  const bool al = (((unsigned long long)p) & 15ull) == 0ull;
+  const int nv = len >> 2;
+  for (int s = tid; s < TOPK_SAMPLE4; s += TOPK_THREADS) {
+    int i4 = (int)(((long long)s * nv) / TOPK_SAMPLE4);
+    topk_f4 a;
+    if (al) a = v[i4];
+    else { a.x = p[4 * i4]; a.y = p[4 * i4 + 1]; a.z = p[4 * i4 + 2]; a.w = p[4 * i4 + 3]; }
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.x))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.y))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.z))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.w))));
+  }
+  TOPK_SYNC();
+  long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
+  topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
+  if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
+  TOPK_SYNC();
+  const topk_u32 f0 = (topk_u32)sh.sel_above;
+  topk_clear_hist(sh, TOPK_BINS);
+  TOPK_SYNC();
+  return f0;
+}
+
+// Split main pass (rows on few blocks): block BID handles part BID % nsplit of row
+// BID / nsplit. Every block of a row computes the same f0 from the same sample, scans its slice
+// (a multiple of 4 values long, so slices keep the row's 16-byte alignment) and appends kept
+// pairs to the row's scratch list through split_kept[row] (zeroed by the host; device-scope
+// atomics, one per warp and 16 values per lane). topk_transform_kernel with presplit = 1 then
+// finishes each row from its list, or falls back to the plain path (kept < K or overflow).
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int ncols,
+                       const int* __restrict__ lengths, int has_lengths,
+                       const int* __restrict__ row_starts, int has_starts, int K,
+                       topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len,
+                       int* __restrict__ split_kept, int nsplit) {
+  __shared__ TopkShared sh;
+  const int row = TOPK_BID / nsplit;
+  const int part = TOPK_BID - row * nsplit;
+  int start;
+  const int len = topk_row_len(row, ncols, lengths, has_lengths, row_starts, has_starts, &start);
+  if (!topk_use_long(len, K, prefix_len, scratch_cap)) return;   // block-uniform
+  const float* p = scores + (long long)row * (long long)row_stride + start;
+  topk_clear_hist(sh, TOPK_BINS);
+  TOPK_SYNC();
+  const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+  const int chunk = (((len + nsplit - 1) / nsplit) + 3) & ~3;
+  const long long off = (long long)part * chunk;
+  if (off >= len) return;
+  const int n = (len - off) < chunk ? (int)(len - off) : chunk;
+  topk_keep_pass<true>(split_kept + row, p + off, n, f0,
+                       scratch + (long long)row * 2ll * (long long)scratch_cap, scratch_cap,
+                       (int)off);
+}
+
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                       const int* __restrict__ lengths, int has_lengths,
                       const int* __restrict__ row_starts, int has_starts, int K,
                       int* __restrict__ out, int mode, const int* __restrict__ table,
                       int table_stride, int page_bits, int* __restrict__ bin_counts,
-                      topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len) {
+                      topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len,
+                      const int* __restrict__ split_kept, int presplit) {
   __shared__ TopkShared sh;
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* cand = (topk_u32*)topk_dyn;
 
   const int tid = TOPK_TID;
   const int row = TOPK_BID;
-  const int start = has_starts ? row_starts[row] : 0;
-  int len = has_lengths ? lengths[row] : ncols;
-  if (start < 0 || start > ncols) len = 0;            // invalid start: treat the row as empty
-  else if (len > ncols - start) len = ncols - start;  // never read past the row
-  if (len < 0) len = 0;
-  const float* p = scores + (long long)row * (long long)row_stride + (start > 0 ? start : 0);
+  int start;
+  const int len = topk_row_len(row, ncols, lengths, has_lengths, row_starts, has_starts, &start);
+  const float* p = scores + (long long)row * (long long)row_stride + start;
   int* o = out + (long long)row * (long long)K;
 
   TopkTransform tr;
@@ -627,38 +719,22 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
 
-  // Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 16 sample values
-  // reach; the main pass keeps only elements of bins >= t0 (in the scratch list). If fewer than
-  // K are kept (a bad guess) or the list overflows, the row is done the plain way: exact always.
-  const bool use_long = prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0 &&
-                        len >= 16 * K;
+  // Long rows: a strided sample guesses a bin t0; the main pass keeps only elements of bins
+  // >= t0 (in the scratch list), here or already by topk_split_keep_kernel (presplit). If fewer
+  // than K are kept (a bad guess) or the list overflows, the row is done the plain way: exact.
+  const bool use_long = topk_use_long(len, K, prefix_len, scratch_cap);
   topk_u32* srow = scratch + (long long)row * 2ll * (long long)scratch_cap;
   bool done = false;
   if (use_long) {
-    const topk_f4* v = (const topk_f4*)p;
-    const bool al = (((unsigned long long)p) & 15ull) == 0ull;
-    const int nv = len >> 2;
-    for (int s = tid; s < TOPK_SAMPLE4; s += TOPK_THREADS) {
-      int i4 = (int)(((long long)s * nv) / TOPK_SAMPLE4);
-      topk_f4 a;
-      if (al) a = v[i4];
-      else { a.x = p[4 * i4]; a.y = p[4 * i4 + 1]; a.z = p[4 * i4 + 2]; a.w = p[4 * i4 + 3]; }
-      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.x))));
-      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.y))));
-      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.z))));
-      topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.w))));
+    int kept;
+    if (presplit) {
+      kept = split_kept[row];
+    } else {
+      const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+      topk_keep_pass<false>(&sh.scratch_n, p, len, f0, srow, scratch_cap, 0);
+      TOPK_SYNC();
+      kept = sh.scratch_n;
     }
-    TOPK_SYNC();
-    long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
-    topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
-    if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
-    TOPK_SYNC();
-    const topk_u32 f0 = (topk_u32)sh.sel_above;
-    topk_clear_hist(sh, TOPK_BINS);
-    TOPK_SYNC();
-    topk_keep_pass(sh, p, len, f0, srow, scratch_cap);
-    TOPK_SYNC();
-    const int kept = sh.scratch_n;
     if (kept <= scratch_cap && kept >= K) {
       TopkListSrc ls;
       ls.p = srow;

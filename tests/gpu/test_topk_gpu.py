@@ -146,3 +146,51 @@ def test_one_million_columns(name):
     out, diag = _run(s, lens, K, 40960, 8)
     _assert_exact(s, lens, K, out, what=f"L=1M {name}")
     assert diag["overflow_rows"] == int((ref.threshold_bin_counts(s, lens, K, 8) > 5120).sum())
+
+
+# ---- split main pass (rows spread over several blocks) ----------------------------------------
+@pytest.mark.parametrize("B,L", [(1, 131072), (8, 131072), (1, 1 << 20), (8, 1 << 20)])
+def test_split_path_auto_exact(B, L):
+    """Small B, long rows: the launcher splits each row over several blocks by itself."""
+    s, lens = ref.make_case("random_normal", B, L, K, seed=B + L)
+    for bits in (8, 12):
+        out, diag = _run(s, lens, K, 32768, bits)
+        assert diag["split"] >= 2, f"B={B} L={L}: split path not taken ({diag['split']})"
+        _assert_exact(s, lens, K, out, what=f"split auto B={B} L={L} bits={bits}")
+        assert np.array_equal(diag["bin_counts"].cpu().numpy(),
+                              ref.threshold_bin_counts(s, lens, K, bits))
+
+
+@pytest.mark.parametrize("name", ref.CASES)
+def test_split_path_adversarial(name):
+    """Every family through the forced split path (odd block count, unaligned row ends),
+    including the fallbacks: kept < K and scratch-list overflow (one_bin_77, all_equal)."""
+    s, lens = ref.make_case(name, 8, 65536 + 5, K, seed=13)
+    for nsplit in (3, 7):
+        out, diag = _run(s, lens, K, 40960, 8, prefix_min_row=0, split=nsplit)
+        assert diag["split"] == nsplit
+        _assert_exact(s, lens, K, out, what=f"split={nsplit} {name}")
+        assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, 8))
+
+
+def test_split_path_row_starts_unaligned():
+    rng = np.random.default_rng(4)
+    B, L = 8, 70000
+    s = rng.standard_normal((B, L)).astype(np.float32)
+    starts = rng.integers(1, 2000, B).astype(np.int32)     # mostly not 16-byte aligned
+    lens = (L - starts).astype(np.int32)
+    lens[::3] -= 1001
+    out, diag = _run(s, lens, K, 40960, 12, starts=starts, prefix_min_row=0, split=5)
+    assert diag["split"] == 5
+    _assert_exact(s, lens, K, out, starts=starts, what="split row_starts")
+
+
+def test_split_path_overflow_fallback_1m():
+    """1M-column rows whose threshold bin holds 77%: the split scratch lists overflow and the
+    rows are redone exactly by the plain path."""
+    s, lens = ref.make_case("one_bin_77", 2, 1 << 20, K, seed=17)
+    out, diag = _run(s, lens, K, 40960, 8, split=16)
+    assert diag["split"] == 16
+    _assert_exact(s, lens, K, out, what="split one_bin_77 1M")
+    pred = ref.threshold_bin_counts(s, lens, K, 8)
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), pred)
