@@ -89,6 +89,12 @@ def device_arch(device: Any = None) -> str:
     return f"{props.major}{props.minor}"
 
 
+def _device_index(torch, device: Any) -> int:
+    if device is not None and torch.device(device).index is not None:
+        return torch.device(device).index
+    return torch.cuda.current_device()
+
+
 def compile_kernel(source: str, name: str, defines: dict | None = None, device: Any = None,
                    dynamic_smem: int = 0, extra_options: list[str] | None = None) -> RtcKernel:
     """Compile ``name`` from ``source`` with ``-D`` defines for ``device`` (cached in-process)."""
@@ -99,6 +105,10 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    # Builds may run on the engine's build threads, where no CUDA context is current yet: the
+    # module load then fails with "invalid device context". Make the device's primary context
+    # current in this thread first (cudaSetDevice does that).
+    torch.cuda.set_device(_device_index(torch, device))
     t0 = time.perf_counter()
     try:
         kern = fn(source, name, compute_capability=arch, nvcc_options=list(options))
