@@ -113,7 +113,10 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     try:
         kern = fn(source, name, compute_capability=arch, nvcc_options=list(options))
     except RuntimeError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+        # the compiler's first "error" line says what is wrong; the first line only that it failed
+        errs = [ln for ln in lines if "error" in ln.lower() and "compilation failed" not in ln.lower()]
+        first = (errs or lines or [type(e).__name__])[0]
         raise UserError(f"runtime compilation of {name} failed ({first}); "
                         f"options {' '.join(options)}") from None
     if dynamic_smem:
