@@ -3,8 +3,10 @@
 
     python3 benchmarks/bench_topk.py --out results/sm_90/topk_bench.csv
 
-For every budget x (B, L): median and IQR of the kernel time (CUDA events, L2 flushed by
-writing a 512 MB buffer before every run), GB/s of the input read, % of the read floor
+For every budget x (B, L): median and IQR of the GPU time (CUDA events, L2 flushed by
+writing a 512 MB buffer before every run, then a ~1 ms GPU spin so that the host's launch
+overhead stays outside the events; the host's enqueue time per call is reported apart as
+host_us), GB/s of the input read, % of the read floor
 (floor = B*L*4 bytes / copy bandwidth, measured here with a large device-to-device copy; copy
 bandwidth counts bytes read + written), and the speed-up over torch.topk(sorted=False). Every
 budget's output is verified (tie-aware) on a few rows before it is timed. Writes a CSV with
@@ -37,18 +39,33 @@ def _q(xs, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
 
 
-def time_fn(torch, fn, flush, reps):
-    """Median and IQR in microseconds; L2 flushed before each run."""
+SPIN_CYCLES = 2_000_000   # ~1 ms of GPU spin after the flush: the host enqueues the call meanwhile
+                          # (one call takes ~150-400 us of host time through torch's launcher)
+
+
+def time_fn(torch, fn, flush, reps, host=None):
+    """Median and IQR in microseconds of the GPU time; L2 flushed before each run, then the GPU
+    spins while the host enqueues the call, so the events time the kernels and not the host's
+    launch overhead. ``host``: a list that receives the host's enqueue time per call (us)."""
+    import time
+
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    spin = getattr(torch.cuda, "_sleep", None)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
         flush.zero_()
+        if spin is not None:
+            spin(SPIN_CYCLES)
         starts[i].record()
+        t0 = time.perf_counter()
         fn()
+        t1 = time.perf_counter()
         ends[i].record()
+        if host is not None:
+            host.append((t1 - t0) * 1e6)
     torch.cuda.synchronize()
     ts = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
     ts = [t for t in ts if t > 0] or [float("nan")]
@@ -134,7 +151,10 @@ def main(argv=None) -> int:
             kern = kernels[(bud, nbits)]
             out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split)
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
-            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split), flush, a.reps)
+            host = []
+            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split), flush, a.reps,
+                               host)
+            host_us = _q(host, 0.5)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": a.threads,
                          "split": diag["split"],
                          "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
@@ -142,13 +162,13 @@ def main(argv=None) -> int:
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
                          "pct_of_floor_speed": round(100 * floor_us / med, 1),
                          "torch_us": round(t_ref, 2), "torch_iqr_us": round(iqr_ref, 2),
-                         "speedup_vs_torch": round(t_ref / med, 2),
+                         "speedup_vs_torch": round(t_ref / med, 2), "host_us": round(host_us, 1),
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3)})
             r = rows[-1]
             print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} split={diag['split']:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
-                  f"speedup {r['speedup_vs_torch']:5.2f}x  overflow {diag['overflow_rows']}  "
+                  f"speedup {r['speedup_vs_torch']:5.2f}x  host {host_us:5.1f} us  overflow {diag['overflow_rows']}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
         del x
         torch.cuda.empty_cache()

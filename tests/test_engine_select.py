@@ -86,3 +86,14 @@ def test_results_yaml_layout_and_atomicity(tmp_path, monkeypatch):
         write_results(out, res, sel, target="cpu")
     assert out.read_text() == before
     assert [p.name for p in out.parent.iterdir()] == ["fault.yaml"]
+
+
+def test_launch_spin_covers_the_host_enqueue_time():
+    """The GPU spin before a timed launch outlasts twice the call's host time (at 2 GHz), never
+    less than the fixed minimum: a slow host path must not leak into the event timing."""
+    from tuner.engine import bench
+
+    assert bench._spin_cycles(0.0) == bench._SLEEP_CYCLES
+    assert bench._spin_cycles(10.0) == bench._SLEEP_CYCLES            # 40K cycles < minimum
+    assert bench._spin_cycles(400.0) == 1_600_000                      # 2 x 400 us x 2 GHz
+    assert bench._spin_cycles(400.0) / (bench._SPIN_GHZ * 1e3) >= 2 * 400.0

@@ -159,27 +159,47 @@ def _estimate_gpu_ms(call, flush) -> float:
     return start.elapsed_time(end) / 5
 
 
-# Before each timed launch the GPU spins this many cycles (~100 us at 2 GHz), so the host has
-# enqueued the launch before the start event fires: the events then time the kernel, not the
-# host's launch overhead (which otherwise dominates kernels of a few microseconds).
+# Before each timed launch the GPU spins, so the host has enqueued the call before the start
+# event fires: the events then time the kernels, not the host's launch overhead (which otherwise
+# dominates kernels of a few microseconds). The spin lasts at least _SLEEP_CYCLES (~100 us at
+# 2 GHz) and at least twice the call's measured host time (a call that launches through a slow
+# host path, e.g. several kernels through ctypes, can take hundreds of microseconds to enqueue).
 _SLEEP_CYCLES = 200_000
+_SPIN_GHZ = 2.0            # cycles per ns assumed to size the spin (a slower clock spins longer)
 
 
-def _hide_launch():
+def _spin_cycles(host_us: float) -> int:
+    return max(_SLEEP_CYCLES, int(2.0 * host_us * _SPIN_GHZ * 1e3))
+
+
+def _hide_launch(host_us: float = 0.0):
     import torch
 
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is None:
         return lambda: None, ""
-    return (lambda: sleep(_SLEEP_CYCLES)), " + launch hidden"
+    cycles = _spin_cycles(host_us)
+    return (lambda: sleep(cycles)), " + launch hidden"
+
+
+def _host_us(call, n: int = 3) -> float:
+    """Median host time of enqueueing ``call`` (no synchronisation inside the timed span)."""
+    import time
+
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        ts.append((time.perf_counter() - t0) * 1e6)
+    return sorted(ts)[len(ts) // 2]
 
 
 def _measure_events(call, warmup_ms, rep_ms, reps, flush_l2) -> Timing:
     import torch
 
     flush = l2_flush_buffer() if flush_l2 else None
-    spin, spin_note = _hide_launch()
     n_warm, n_rep = _counts(_estimate_gpu_ms(call, flush), warmup_ms, rep_ms, reps)
+    spin, spin_note = _hide_launch(_host_us(call))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     for _ in range(n_warm):
