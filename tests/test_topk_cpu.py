@@ -165,6 +165,106 @@ def test_kernel_key_functions_match_numpy(tmp_path):
     assert np.array_equal(got[:, 1], ref.fine_keys(vals))
 
 
+THR_HARNESS = r"""
+#include "topk.cuh"
+#include <cstdio>
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb"); FILE* g = fopen(argv[2], "wb");
+  unsigned f0;
+  while (fread(&f0, 4, 1, f) == 1) {
+    unsigned t = topk_bits(topk_keep_threshold(f0));
+    fwrite(&t, 4, 1, g);
+  }
+  fclose(f); fclose(g); return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_keep_threshold_is_an_upper_set_holding_every_key_from_f0(tmp_path):
+    """The long-row pass keeps x when !(x < thr(f0)); that set must contain every value with fine
+    key >= f0 and be an upper set of the fine-key order (so its top K is the row's), adding at
+    most -0.0 (the key just below +0.0), or +inf when f0 lies among the NaN keys."""
+    src = tmp_path / "t.cu"
+    src.write_text(THR_HARNESS)
+    exe = tmp_path / "t"
+    subprocess.run(["nvcc", "-I", str(tk.SOURCE_PATH.parent), "-x", "cu", str(src), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=240)
+    rng = np.random.default_rng(1)
+    xs = np.concatenate([np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
+                                   0x00000001, 0x80000001, 0x3F800000, 0xBF800000], np.uint32),
+                         rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32),
+                         rng.standard_normal(4000).astype(np.float32).view(np.uint32)])
+    fine_x = ref.fine_keys(xs.view(np.float32)).astype(np.int64)
+    f0s = np.concatenate([np.array([0, 1, 0x007FFFFF, 0x00800000, 0x7FFFFFFF, 0x80000000, 0x80000001,
+                                    0xFF800000, 0xFF800001, 0xFFBFFFFF, 0xFFC00000], np.uint32),
+                          fine_x[rng.integers(0, fine_x.size, 300)].astype(np.uint32),
+                          rng.integers(0, 2**32, 300, dtype=np.uint64).astype(np.uint32)])
+    f0s = np.minimum(f0s, np.uint32(0xFFC00000))   # the floor of a bin is at most fine(NaN)
+    (tmp_path / "in.bin").write_bytes(f0s.tobytes())
+    subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True, timeout=60)
+    thr = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint32).view(np.float32)
+    vals = xs.view(np.float32)
+    order = np.argsort(fine_x, kind="stable")
+    neg0 = xs == 0x80000000
+    with np.errstate(invalid="ignore"):
+        for f0, t in zip(f0s.astype(np.int64), thr):
+            kept = ~(vals < t)
+            assert kept[fine_x >= f0].all(), f"f0={f0:#x}: a key >= f0 is dropped (thr {t})"
+            extra = kept & (fine_x < f0)
+            allowed = neg0 | ((xs == 0x7F800000) & (f0 > 0xFF800000))
+            assert allowed[extra].all(), f"f0={f0:#x}: keeps {xs[extra & ~allowed][:3]} below f0"
+            k_sorted = kept[order]
+            first = np.argmax(k_sorted) if k_sorted.any() else k_sorted.size
+            assert k_sorted[first:].all(), f"f0={f0:#x}: kept set is not an upper set"
+
+
+def _nvrtc_lib():
+    """NVRTC from the nvidia-cuda-nvrtc wheel (a test extra), or None."""
+    import ctypes
+    from pathlib import Path
+
+    try:
+        import nvidia.cuda_nvrtc as m
+    except ImportError:
+        return None
+    for root in m.__path__:
+        for name in ("libnvrtc.so.12", "libnvrtc.so"):
+            f = Path(root) / "lib" / name
+            if f.exists():
+                return ctypes.CDLL(str(f))
+    return None
+
+
+def _nvrtc_compile(lib, source, options):
+    import ctypes
+
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"topk.cu", 0, None, None) == 0
+    opts = [o.encode() for o in options]
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return rc, log.value.decode(errors="replace")
+
+
+@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}])
+@pytest.mark.parametrize("bits", [8, 12])
+def test_compiles_under_nvrtc(bits, extra):
+    """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
+    builtins: compile the real source the same way, for sm_90, with every macro set we use."""
+    lib = _nvrtc_lib()
+    if lib is None:
+        pytest.skip("NVRTC not installed (pip install -e '.[test]' brings it on Linux x86_64)")
+    opts = rtc.build_options({**tk.defines(40960, 512, bits), **extra}) + ["--gpu-architecture=sm_90"]
+    rc, log = _nvrtc_compile(lib, tk.read_source(), opts)
+    assert rc == 0, f"NVRTC failed ({' '.join(opts)}): {log[:2000]}"
+    assert "error" not in log.lower(), log[:2000]
+
+
 # ---- build plumbing --------------------------------------------------------------------------
 def test_build_options_from_defines():
     opts = rtc.build_options(tk.defines(40960, 512, 12))
@@ -192,6 +292,20 @@ def test_long_row_plan():
     for L in (131072, 1 << 20, 65541):
         p, cap = tk.long_row_plan(L, 2048, prefix_min_row=0)
         assert p >= 2048 and 2 * p < L and cap >= 4 * 2048
+
+
+def test_split_plan_fills_one_wave():
+    # 64 rows on 132 SMs x 2 resident blocks: 4 blocks per row (256 <= 264), not 5 (two waves)
+    assert tk.split_plan(64, 131072, 16384, 132) == 4
+    assert tk.split_plan(64, 131072, 16384, 132, blocks_per_sm=1) == 2
+    assert tk.split_plan(1, 1 << 20, 131072, 132) == 64              # slices >= SPLIT_MIN_SLICE
+    assert tk.split_plan(132, 1 << 20, 131072, 132) == 1             # B >= SMs: one block per row
+    assert tk.split_plan(100, 131072, 16384, 132) == 2               # 200 blocks <= 264
+    assert tk.split_plan(8, 131072, 0, 132) == 1                     # no long-row path: no split
+    assert tk.split_plan(8, 131072, 16384, 132, split=3) == 3
+    assert tk.split_plan(8, 131072, 16384, 132, split=0) == 1
+    with pytest.raises(UserError):
+        tk.split_plan(8, 131072, 16384, 132, split=-1)
 
 
 def test_rtc_without_gpu_is_a_user_error():

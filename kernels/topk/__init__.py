@@ -58,19 +58,22 @@ def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple
     return prefix, max(16 * k, L // 8)
 
 
-def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None) -> int:
+def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
+               blocks_per_sm: int = 2) -> int:
     """Blocks per row of the split main pass (1: one block per row, no split kernel).
 
-    ``split=None`` chooses: nothing when B >= the SM count, else enough blocks that B*S is about
-    twice the SM count, each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path (scratch_cap > 0) split.
-    An int forces that many (still capped so that no slice is empty); 0 or 1 disables it.
+    ``split=None`` chooses: nothing when B >= the SM count, else as many blocks per row as fit
+    in one wave (B*S <= blocks_per_sm * num_sms: every block of the main pass resident at
+    once), each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path
+    (scratch_cap > 0) split. An int forces that many (still capped so that no slice is empty);
+    0 or 1 disables it.
     """
     if not scratch_cap or B <= 0 or L <= 0:
         return 1
     if split is None:
         if B >= num_sms:          # one block per row already fills the GPU
             return 1
-        want = -(-2 * int(num_sms) // B)
+        want = max(1, int(blocks_per_sm)) * int(num_sms) // B
         s = min(want, L // SPLIT_MIN_SLICE)
     else:
         s = int(split)
@@ -89,15 +92,17 @@ def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, devic
 
 _SPLIT_HANDLES: dict = {}   # (options, arch) of a main handle -> its split kernel (no host work)
 _NUM_SMS: dict = {}
+_SPLIT_OCC: dict = {}        # split handle id -> resident blocks per SM (driver's answer)
 
 
 def _split_handle(handle, budget, threads, bits, dev):
     key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev))
     h = _SPLIT_HANDLES.get(key)
     if h is None:
-        d = handle.defines
-        h = build_split(int(d.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)),
-                        int(d.get("TOPK_THREADS", threads)), int(d.get("TOPK_COARSE_BITS", bits)), dev)
+        from tuner import rtc
+
+        d = dict(handle.defines or defines(budget, threads, bits))   # extra macros carry over
+        h = rtc.compile_kernel(read_source(), SPLIT_KERNEL_NAME, d, dev)
         _SPLIT_HANDLES[key] = h
     return h
 
@@ -170,7 +175,15 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
         nsms = _NUM_SMS.get(str(dev))
         if nsms is None:
             nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
-        nsplit = split_plan(B, L, scap, nsms, split)
+        per_sm = 2
+        if split is None and B < nsms:
+            skern0 = (split_kernel if split_kernel is not None
+                      else _split_handle(handle, budget, threads, bits, dev))
+            per_sm = _SPLIT_OCC.get(id(skern0))
+            if per_sm is None:
+                nthr = int(handle.defines.get("TOPK_THREADS", threads))
+                per_sm = _SPLIT_OCC[id(skern0)] = rtc.occupancy_query(skern0, nthr, 0) or 2
+        nsplit = split_plan(B, L, scap, nsms, split, per_sm)
     split_kept = dummy
     if B:
         nthreads = int(handle.defines.get("TOPK_THREADS", threads))

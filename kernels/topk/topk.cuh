@@ -54,6 +54,7 @@
 #endif
 
 #define TOPK_BINS (1 << TOPK_COARSE_BITS)
+#define TOPK_PROF_N 10
 #define TOPK_CAP (SGL_TOPK_DYNAMIC_SMEM_BYTES / 8)
 
 // ---------------------------------------------------------------------------------------------
@@ -121,9 +122,20 @@ typedef unsigned int topk_u32;
 struct __attribute__((aligned(16))) topk_f4 {
   float x, y, z, w;
 };
+struct __attribute__((aligned(8))) topk_u2 {   // one list entry: (index, canonical bits)
+  topk_u32 x, y;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Keys.
+TOPK_HD static inline float topk_float(topk_u32 b) {
+#if defined(TOPK_HIP) || !defined(__CUDA_ARCH__)
+  return __builtin_bit_cast(float, b);
+#else
+  return __uint_as_float(b);
+#endif
+}
+
 TOPK_HD static inline topk_u32 topk_bits(float x) {
 #if defined(TOPK_HIP) || !defined(__CUDA_ARCH__)
   return __builtin_bit_cast(topk_u32, x);
@@ -200,7 +212,22 @@ struct TopkShared {
   int cand_n;       // candidates appended (may exceed TOPK_CAP: overflow)
   int eq_taken;     // equal-to-threshold elements taken
   int scratch_n;    // scratch list entries appended (may exceed its capacity)
+#ifdef TOPK_PROF
+  long long prof[TOPK_PROF_N];
+#endif
 };
+
+// Profiling builds (-DTOPK_PROF=1, benchmarks/profile_topk.py only): thread 0 reads the SM's
+// cycle counter at phase ends (after a barrier: every thread has finished the phase) and the
+// row's first TOPK_PROF_N outputs are overwritten with cycles since the start (-1: not reached).
+// Stamps: 0 start, 1 sample, 2 keep pass, 3 threshold bin, 4 collect, 5-8 radix passes, 9 end.
+#ifdef TOPK_PROF
+#define TOPK_STAMP(sh, i) do { if (TOPK_TID == 0) (sh).prof[i] = (long long)clock64(); } while (0)
+#define TOPK_PROF_SYNC() TOPK_SYNC()
+#else
+#define TOPK_PROF_SYNC() do { } while (0)
+#define TOPK_STAMP(sh, i) do { } while (0)
+#endif
 
 // Shared-memory updates. Plain per-lane atomics where lanes may diverge (row visits with
 // scalar head/tail loops). In loops whose trip count is uniform across the block (lists, the
@@ -264,18 +291,34 @@ __device__ static inline int topk_reserve(int* ctr, bool pred) {
 
 // Find the bin where count_above < need <= count_above + count, scanning bins from the top.
 // Requires sum(hist[0..nbins)) >= need >= 1. All threads call it; results in sh.sel_*.
+// Thread tid owns bins [hi - per, hi) counted down from the top, hi = nbins - tid * per; an
+// exclusive scan of the per-thread sums over threads gives each thread the count above its bins.
+// CUDA: 32-lane shuffle scan + one pass over the warp totals (2 barriers). Elsewhere (HIP wave64,
+// host): a Hillis-Steele scan in shared memory (no assumption on the wavefront width).
 __device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int need) {
   const int tid = TOPK_TID;
   const int per = (nbins + TOPK_THREADS - 1) / TOPK_THREADS;
-  // thread tid owns bins [hi - per, hi) counted down from the top, hi = nbins - tid * per
   int hi = nbins - tid * per;
   int lo = hi - per;
   if (lo < 0) lo = 0;
   int s = 0;
   for (int i = hi - 1; i >= lo; --i) s += sh.hist[i];
+#ifdef TOPK_WARP_AGG
+  int incl = s;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    int y = __shfl_up_sync(TOPK_FULL, incl, d);
+    if ((int)topk_lane() >= d) incl += y;
+  }
+  const int warp = tid >> 5;
+  if (topk_lane() == 31u) sh.scan[warp] = incl;
+  TOPK_SYNC();
+  int woff = 0;
+  for (int w = 0; w < warp; ++w) woff += sh.scan[w];
+  int above = woff + incl - s;  // exclusive
+#else
   sh.scan[tid] = s;
   TOPK_SYNC();
-  // Inclusive Hillis-Steele scan over threads (shared memory only).
   for (int off = 1; off < TOPK_THREADS; off <<= 1) {
     int v = (tid >= off) ? sh.scan[tid - off] : 0;
     TOPK_SYNC();
@@ -283,6 +326,7 @@ __device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int
     TOPK_SYNC();
   }
   int above = sh.scan[tid] - s;  // exclusive
+#endif
   if (hi > lo && above < need && need <= above + s) {
     for (int i = hi - 1; i >= lo; --i) {
       int c = sh.hist[i];
@@ -367,12 +411,18 @@ struct TopkListSrc {
   int n;
   template <typename F>
   __device__ inline void visit(F& f) const {
-    for (int base = 0; base < n; base += TOPK_THREADS) {
-      int i = base + TOPK_TID;
-      bool valid = i < n;
-      int idx = valid ? (int)p[2 * i] : 0;
-      topk_u32 bits = valid ? p[2 * i + 1] : 0u;
-      f.template call<true>(idx, bits, valid);
+    const topk_u2* e = (const topk_u2*)p;   // 8-byte aligned: global scratch or shared list
+    for (int base = 0; base < n; base += 4 * TOPK_THREADS) {
+      topk_u2 q[4];                          // four 8-byte loads in flight per thread
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = base + u * TOPK_THREADS + TOPK_TID;
+        if (i < n) q[u] = e[i];
+        else q[u].x = q[u].y = 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        f.template call<true>((int)q[u].x, q[u].y, base + u * TOPK_THREADS + TOPK_TID < n);
     }
   }
 };
@@ -461,6 +511,7 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
     prefix |= ((topk_u32)sh.sel_bin) << shift;
     mask |= 255u << shift;
     TOPK_SYNC();   // everyone has read sel_* before the next pass overwrites it
+    TOPK_STAMP(sh, 5 + (24 - shift) / 8);
   }
   TopkEmitOp eop;
   eop.sh = &sh;
@@ -470,6 +521,30 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
   eop.out = out;
   eop.tr = &tr;
   src.visit(eop);
+}
+
+#ifndef TOPK_RANK_MAX
+#define TOPK_RANK_MAX 256   // candidate lists up to this long are finished by ranking
+#endif
+
+// Step 3 for a short candidate list (n <= TOPK_RANK_MAX, in shared memory): candidate i's rank
+// is the number of candidates with a larger fine key plus those with an equal key and a smaller
+// list position (all ranks distinct); the `need` of rank < need are emitted. One pass and no
+// barrier instead of four radix passes; every thread reads the same entry (a broadcast).
+__device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* cand, int n,
+                                             int need, int* out, const TopkTransform& tr) {
+  for (int i = TOPK_TID; i < n; i += TOPK_THREADS) {
+    const topk_u32 ki = topk_fine_key(cand[2 * i + 1]);
+    int r = 0;
+    for (int j = 0; j < n; ++j) {
+      const topk_u32 kj = topk_fine_key(cand[2 * j + 1]);
+      r += (kj > ki) || (kj == ki && j < i);
+    }
+    if (r < need) {
+      const int pos = topk_atomic_add(&sh.out_pos, 1);
+      out[pos] = tr.apply((int)cand[2 * i]);
+    }
+  }
 }
 
 // Steps 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
@@ -485,7 +560,11 @@ __device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const 
   cop.tr = &tr;
   src.visit(cop);
   TOPK_SYNC();
-  if (sh.cand_n <= TOPK_CAP) {
+  TOPK_STAMP(sh, 4);
+  if (sh.cand_n <= TOPK_RANK_MAX && sh.cand_n <= TOPK_CAP) {
+    topk_rank_emit(sh, cand, sh.cand_n, need_in_bin, out, tr);
+    for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);
+  } else if (sh.cand_n <= TOPK_CAP) {
     TopkListSrc ls;
     ls.p = cand;
     ls.n = sh.cand_n;
@@ -496,7 +575,7 @@ __device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const 
 }
 
 // Canonical fp32 bits of a fine key (inverse of topk_fine_key).
-__device__ static inline topk_u32 topk_bits_of_fine(topk_u32 f) {
+TOPK_HD static inline topk_u32 topk_bits_of_fine(topk_u32 f) {
   return (f & 0x80000000u) ? (f & 0x7FFFFFFFu) : ~f;
 }
 
@@ -513,53 +592,123 @@ __device__ static inline topk_u32 topk_fine_floor_of_bin(int t0) {
   return hi;
 }
 
-// Long rows, main pass: copy every element with fine key >= f0 (exactly: bin >= t0) to the
-// scratch list. Block-uniform trip count over the 16-byte body, so votes use the full warp.
-// The list counter is *ctr: shared memory (one block per row, DEV = false) or the row's global
-// counter (a row split over several blocks, DEV = true: device-scope atomics). Indices stored
-// are idx_off + the index in p[0, n).
-template <bool DEV>
-__device__ static inline int topk_ctr_add(int* ctr, int v) {
-  return DEV ? topk_atomic_add_dev(ctr, v) : topk_atomic_add(ctr, v);
+#ifndef TOPK_KEEP_UNROLL
+#define TOPK_KEEP_UNROLL 8   // 16-byte loads in flight per thread in the long-row main pass
+#endif
+
+// The keep test as one float compare: thr is a float whose set {x : !(x < thr)} (NaN always in)
+// is an upper set of the fine-key order containing every key >= f0 (it may add -0.0 when
+// thr = +0.0, the key just below): any upper set with at least K elements holds the top K, so
+// the result stays exact.
+TOPK_HD static inline float topk_keep_threshold(topk_u32 f0) {
+  if (f0 <= 0x007FFFFFu) return topk_float(0xFF800000u);   // at or below fine(-inf): all
+  topk_u32 b = topk_bits_of_fine(f0);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return topk_float(0x7F800000u);   // NaN bin: +inf, NaN
+  return topk_float(b);
 }
-template <bool DEV>
-__device__ static inline void topk_keep_pass(int* ctr, const float* p, int n, topk_u32 f0,
-                                             topk_u32* scratch, int cap, int idx_off) {
+
+// Append (idx_off + index, canonical bits) of the kept values of one lane's 4 * U loaded floats
+// (bit j of km: value j kept) at list slots pos, pos + 1, ...; HIST: also count their coarse bins.
+// Where kept entries go: list slot `slot` < stage_cap is stage[slot] (the one-block-per-row
+// pass: the row's global list itself; a split block: its shared-memory stage); a slot at or
+// beyond stage_cap goes to glist[slot + gdelta] (split only: the row's global list, space
+// reserved with a device-scope atomic) when that is below gcap, and is dropped (only counted:
+// the row then takes the exact fallback) otherwise.
+struct TopkKeepDst {
+  topk_u2* stage;
+  int stage_cap;
+  topk_u2* glist;
+  int gcap;
+  int gdelta;
+  __device__ inline void put(int slot, topk_u32 idx, topk_u32 bits) const {
+    topk_u2 e;
+    e.x = idx;
+    e.y = bits;
+    if (slot < stage_cap) {
+      stage[slot] = e;
+    } else {
+      const int g = slot + gdelta;
+      if (g < gcap) glist[g] = e;
+    }
+  }
+};
+
+template <int U, bool HIST>
+__device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int pos, int i4_0,
+                                              int head, int idx_off, const TopkKeepDst& dst,
+                                              int* hist) {
+#pragma unroll
+  for (int j = 0; j < 4 * U; ++j) {
+    if (km & (1u << j)) {
+      const topk_f4& a = q[j >> 2];
+      float x = (j & 3) == 0 ? a.x : (j & 3) == 1 ? a.y : (j & 3) == 2 ? a.z : a.w;
+      topk_u32 bits = topk_canon(topk_bits(x));
+      dst.put(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
+      if (HIST) topk_hist_inc(hist, topk_bin(bits));
+      ++pos;
+    }
+  }
+}
+
+// Long rows, main pass: copy every element with fine key >= f0 (see topk_keep_threshold) to the
+// row's list. Block-uniform trip count over the 16-byte body, so votes use the full warp. Slots
+// come from a shared-memory counter *sctr (one shared atomic per warp and iteration).
+//  SPLIT = false (one block per row): slots index the row's global list (cap entries); HIST also
+//    builds the coarse histogram of the kept elements in hist.
+//  SPLIT = true (a row over several blocks): slots index the block's shared stage (stage_cap
+//    entries); a warp whose slots pass the stage's end reserves the excess in the row's global
+//    list through *gctr (device scope) and writes it there; topk_split_flush then appends the
+//    stage to the global list. No device-scope atomic sits on the main loop's critical path.
+// Indices stored are idx_off + the index in p[0, n).
+template <bool SPLIT, bool HIST>
+__device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* __restrict__ p,
+                                             int n, topk_u32 f0, topk_u2* glist, int cap,
+                                             topk_u2* stage, int stage_cap, int idx_off,
+                                             int* hist) {
+  constexpr int U = TOPK_KEEP_UNROLL;
   const int tid = TOPK_TID;
+  const float thr = topk_keep_threshold(f0);
+  TopkKeepDst dst;
+  dst.stage = SPLIT ? stage : glist;
+  dst.stage_cap = SPLIT ? stage_cap : cap;
+  dst.glist = glist;
+  dst.gcap = SPLIT ? cap : 0;
+  dst.gdelta = 0;
   int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
   if ((((unsigned long long)p) & 3ull) != 0ull) head = n;
   if (head > n) head = n;
   const topk_f4* v = (const topk_f4*)(p + head);
   const int nv = (n - head) >> 2;
-  for (int b4 = 0; b4 < nv; b4 += 4 * TOPK_THREADS) {
-    topk_f4 q[4];
+  for (int b4 = 0; b4 < nv; b4 += U * TOPK_THREADS) {
+    topk_f4 q[U];
+    unsigned km = 0u;
+    if (b4 + U * TOPK_THREADS <= nv) {   // full iteration (block-uniform): no bounds checks
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      int i4 = b4 + u * TOPK_THREADS + tid;
-      if (i4 < nv) q[u] = v[i4];
-      else q[u].x = q[u].y = q[u].z = q[u].w = 0.0f;
-    }
-    // keep bits of this lane's 16 values; one slot reservation per warp per iteration
-    unsigned kmask = 0u;
-    topk_u32 kb[16];
+      for (int u = 0; u < U; ++u) q[u] = v[b4 + u * TOPK_THREADS + tid];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      bool ok = b4 + u * TOPK_THREADS + tid < nv;
-      kb[4 * u + 0] = topk_canon(topk_bits(q[u].x));
-      kb[4 * u + 1] = topk_canon(topk_bits(q[u].y));
-      kb[4 * u + 2] = topk_canon(topk_bits(q[u].z));
-      kb[4 * u + 3] = topk_canon(topk_bits(q[u].w));
+      for (int u = 0; u < U; ++u) {
+        km |= (unsigned)!(q[u].x < thr) << (4 * u + 0);
+        km |= (unsigned)!(q[u].y < thr) << (4 * u + 1);
+        km |= (unsigned)!(q[u].z < thr) << (4 * u + 2);
+        km |= (unsigned)!(q[u].w < thr) << (4 * u + 3);
+      }
+    } else {
 #pragma unroll
-      for (int c = 0; c < 4; ++c)
-        if (ok && topk_fine_key(kb[4 * u + c]) >= f0) kmask |= 1u << (4 * u + c);
+      for (int u = 0; u < U; ++u) {
+        const int i4 = b4 + u * TOPK_THREADS + tid;
+        if (i4 < nv) {
+          q[u] = v[i4];
+          km |= (unsigned)!(q[u].x < thr) << (4 * u + 0);
+          km |= (unsigned)!(q[u].y < thr) << (4 * u + 1);
+          km |= (unsigned)!(q[u].z < thr) << (4 * u + 2);
+          km |= (unsigned)!(q[u].w < thr) << (4 * u + 3);
+        } else {
+          q[u].x = q[u].y = q[u].z = q[u].w = 0.0f;
+        }
+      }
     }
 #ifdef TOPK_WARP_AGG
-    const int cnt = __popc(kmask);
-#else
-    const int cnt = __builtin_popcount(kmask);
-#endif
-    int pos;
-#ifdef TOPK_WARP_AGG
+    const int cnt = __popc(km);
     if (__ballot_sync(TOPK_FULL, cnt > 0) == 0u) continue;
     int incl = cnt;
 #pragma unroll
@@ -568,39 +717,65 @@ __device__ static inline void topk_keep_pass(int* ctr, const float* p, int n, to
       if ((int)topk_lane() >= d) incl += y;
     }
     int base = 0;
-    if (topk_lane() == 31u) base = topk_ctr_add<DEV>(ctr, incl);
-    pos = __shfl_sync(TOPK_FULL, base, 31) + incl - cnt;
-#else
-    if (cnt == 0) continue;
-    pos = topk_ctr_add<DEV>(ctr, cnt);
-#endif
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      if (kmask & (1u << j)) {
-        if (pos < cap) {
-          scratch[2 * pos] =
-              (topk_u32)(idx_off + head + 4 * (b4 + (j >> 2) * TOPK_THREADS + tid) + (j & 3));
-          scratch[2 * pos + 1] = kb[j];
-        }
-        ++pos;
+    if (topk_lane() == 31u) base = topk_atomic_add(sctr, incl);
+    const int sbase = __shfl_sync(TOPK_FULL, base, 31);
+    const int total = __shfl_sync(TOPK_FULL, incl, 31);
+    const int pos = sbase + incl - cnt;
+    if (SPLIT) {                           // warp-uniform: the warp's slots [sbase, sbase+total)
+      const int lo = sbase > stage_cap ? sbase : stage_cap;
+      const int over = sbase + total - lo;
+      if (over > 0) {
+        int g = 0;
+        if (topk_lane() == 31u) g = topk_atomic_add_dev(gctr, over);
+        dst.gdelta = __shfl_sync(TOPK_FULL, g, 31) - lo;
       }
     }
+#else
+    const int cnt = __builtin_popcount(km);
+    if (cnt == 0) continue;
+    const int pos = topk_atomic_add(sctr, cnt);
+    if (SPLIT) {
+      const int lo = pos > stage_cap ? pos : stage_cap;
+      const int over = pos + cnt - lo;
+      if (over > 0) dst.gdelta = topk_atomic_add_dev(gctr, over) - lo;
+    }
+#endif
+    if (km) topk_keep_store<U, HIST>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
   }
   // scalar head and tail (at most 3 + 3 elements): per-lane atomics
   for (int j = tid; j < head + (n - head - 4 * nv); j += TOPK_THREADS) {
     int i = j < head ? j : head + 4 * nv + (j - head);
-    topk_u32 bits = topk_canon(topk_bits(p[i]));
-    if (topk_fine_key(bits) >= f0) {
-      int pos = topk_ctr_add<DEV>(ctr, 1);
-      if (pos < cap) {
-        scratch[2 * pos] = (topk_u32)(idx_off + i);
-        scratch[2 * pos + 1] = bits;
-      }
+    const float x = p[i];
+    if (!(x < thr)) {
+      const topk_u32 bits = topk_canon(topk_bits(x));
+      const int pos = topk_atomic_add(sctr, 1);
+      if (SPLIT && pos >= stage_cap) dst.gdelta = topk_atomic_add_dev(gctr, 1) - pos;
+      dst.put(pos, (topk_u32)(idx_off + i), bits);
+      if (HIST) topk_hist_inc(hist, topk_bin(bits));
     }
   }
 }
 
+// End of a split block's pass: append its staged entries (min(*sctr, stage_cap) of them) to the
+// row's global list at a place reserved with one device-scope atomic on *gctr.
+__device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, topk_u2* glist, int cap,
+                                               const topk_u2* stage, int stage_cap) {
+  TOPK_SYNC();
+  const int staged = sh.scratch_n < stage_cap ? sh.scratch_n : stage_cap;
+  if (TOPK_TID == 0) sh.sel_above = staged > 0 ? topk_atomic_add_dev(gctr, staged) : 0;
+  TOPK_SYNC();
+  const int g0 = sh.sel_above;
+  for (int i = TOPK_TID; i < staged; i += TOPK_THREADS)
+    if (g0 + i < cap) glist[g0 + i] = stage[i];
+}
+
 #define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
+#ifndef TOPK_SPLIT_STAGE
+#define TOPK_SPLIT_STAGE 2560   // shared-memory list entries of one split block (20 KiB)
+#endif
+#ifndef TOPK_SAMPLE_RUN
+#define TOPK_SAMPLE_RUN 4   // consecutive float4 per sample run (1: scattered 16-byte loads)
+#endif
 
 // Row geometry shared by both kernels (identical arithmetic: a split row is seen the same way).
 __device__ static inline int topk_row_len(int row, int ncols, const int* lengths, int has_lengths,
@@ -627,15 +802,27 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   const topk_f4* v = (const topk_f4*)p;
   const bool al = (((unsigned long long)p) & 15ull) == 0ull;
   const int nv = len >> 2;
-  for (int s = tid; s < TOPK_SAMPLE4; s += TOPK_THREADS) {
-    int i4 = (int)(((long long)s * nv) / TOPK_SAMPLE4);
-    topk_f4 a;
-    if (al) a = v[i4];
-    else { a.x = p[4 * i4]; a.y = p[4 * i4 + 1]; a.z = p[4 * i4 + 2]; a.w = p[4 * i4 + 3]; }
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.x))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.y))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.z))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a.w))));
+  constexpr int PER = (TOPK_SAMPLE4 + TOPK_THREADS - 1) / TOPK_THREADS;
+  // TOPK_SAMPLE4 / TOPK_SAMPLE_RUN runs of TOPK_SAMPLE_RUN consecutive float4 spread evenly over
+  // the row (len >= 16K here, so nv >= 4K)
+  constexpr int RUN = TOPK_SAMPLE_RUN;
+  constexpr int RUNS = TOPK_SAMPLE4 / RUN;
+  topk_f4 a[PER];                  // every sample load in flight before the histogram updates
+#pragma unroll
+  for (int u = 0; u < PER; ++u) {
+    const int s = tid + u * TOPK_THREADS;
+    const int sc = s < TOPK_SAMPLE4 ? s : 0;
+    const int i4 = (int)(((long long)(sc / RUN) * (nv - RUN)) / (RUNS - 1)) + sc % RUN;
+    if (al) a[u] = v[i4];
+    else { a[u].x = p[4 * i4]; a[u].y = p[4 * i4 + 1]; a[u].z = p[4 * i4 + 2]; a[u].w = p[4 * i4 + 3]; }
+  }
+#pragma unroll
+  for (int u = 0; u < PER; ++u) {
+    if (tid + u * TOPK_THREADS >= TOPK_SAMPLE4) continue;
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].x))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].y))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].z))));
+    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].w))));
   }
   TOPK_SYNC();
   long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
@@ -661,6 +848,7 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
                        topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len,
                        int* __restrict__ split_kept, int nsplit) {
   __shared__ TopkShared sh;
+  __shared__ topk_u2 topk_stage[TOPK_SPLIT_STAGE];
   const int row = TOPK_BID / nsplit;
   const int part = TOPK_BID - row * nsplit;
   int start;
@@ -674,10 +862,25 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
   const long long off = (long long)part * chunk;
   if (off >= len) return;
   const int n = (len - off) < chunk ? (int)(len - off) : chunk;
-  topk_keep_pass<true>(split_kept + row, p + off, n, f0,
-                       scratch + (long long)row * 2ll * (long long)scratch_cap, scratch_cap,
-                       (int)off);
+  if (TOPK_TID == 0) sh.scratch_n = 0;
+  TOPK_SYNC();
+  topk_u2* glist = (topk_u2*)(scratch + (long long)row * 2ll * (long long)scratch_cap);
+  topk_keep_pass<true, false>(&sh.scratch_n, split_kept + row, p + off, n, f0, glist, scratch_cap,
+                              topk_stage, TOPK_SPLIT_STAGE, (int)off, sh.hist);
+  topk_split_flush(sh, split_kept + row, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
 }
+
+#ifdef TOPK_PROF
+__device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
+  TOPK_SYNC();
+  if (TOPK_TID == 0)
+    for (int i = 0; i < TOPK_PROF_N; ++i)
+      o[i] = sh.prof[i] ? (int)(sh.prof[i] - sh.prof[0]) : -1;
+}
+#define TOPK_PROF_DUMP(sh, o) topk_prof_dump(sh, o)
+#else
+#define TOPK_PROF_DUMP(sh, o) do { } while (0)
+#endif
 
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
@@ -715,9 +918,13 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
     sh.cand_n = 0;
     sh.eq_taken = 0;
     sh.scratch_n = 0;
+#ifdef TOPK_PROF
+    for (int i = 0; i < TOPK_PROF_N; ++i) sh.prof[i] = 0;
+#endif
   }
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
+  TOPK_STAMP(sh, 0);
 
   // Long rows: a strided sample guesses a bin t0; the main pass keeps only elements of bins
   // >= t0 (in the scratch list), here or already by topk_split_keep_kernel (presplit). If fewer
@@ -731,31 +938,42 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       kept = split_kept[row];
     } else {
       const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
-      topk_keep_pass<false>(&sh.scratch_n, p, len, f0, srow, scratch_cap, 0);
+      TOPK_STAMP(sh, 1);
+      topk_keep_pass<false, true>(&sh.scratch_n, nullptr, p, len, f0, (topk_u2*)srow,
+                                  scratch_cap, nullptr, 0, 0, sh.hist);
       TOPK_SYNC();
+      TOPK_STAMP(sh, 2);
       kept = sh.scratch_n;
     }
     if (kept <= scratch_cap && kept >= K) {
       TopkListSrc ls;
       ls.p = srow;
       ls.n = kept;
-      TopkHistOp hop;
-      hop.hist = sh.hist;
-      ls.visit(hop);
-      TOPK_SYNC();
+      if (presplit) {   // one block per row: the keep pass built the histogram already
+        TopkHistOp hop;
+        hop.hist = sh.hist;
+        ls.visit(hop);
+        TOPK_SYNC();
+      }
       topk_find_threshold(sh, TOPK_BINS, K);
+      TOPK_STAMP(sh, 3);
       const int t = sh.sel_bin;
       const int above = sh.sel_above;
       if (tid == 0) bin_counts[row] = sh.hist[t];
       TOPK_SYNC();
       topk_finish(sh, cand, ls, t, K - above, o, tr);
+      TOPK_PROF_SYNC();
+      TOPK_STAMP(sh, 9);
       done = true;
     } else {
       topk_clear_hist(sh, TOPK_BINS);
       TOPK_SYNC();
     }
   }
-  if (done) return;
+  if (done) {
+    TOPK_PROF_DUMP(sh, o);
+    return;
+  }
 
   TopkHistOp hop;
   hop.hist = sh.hist;
@@ -765,9 +983,13 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   rs.visit(hop);
   TOPK_SYNC();
   topk_find_threshold(sh, TOPK_BINS, K);
+  TOPK_STAMP(sh, 3);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
   if (tid == 0) bin_counts[row] = sh.hist[t];
   TOPK_SYNC();
   topk_finish(sh, cand, rs, t, K - above, o, tr);
+  TOPK_PROF_SYNC();
+  TOPK_STAMP(sh, 9);
+  TOPK_PROF_DUMP(sh, o);
 }
