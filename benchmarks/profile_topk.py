@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Where the time of one top-k call goes, phase by phase (GPU only; a diagnostic, not a benchmark).
+
+    python3 benchmarks/profile_topk.py --shapes 64x131072,256x131072 --split auto,1
+
+Per shape and config: the call's median time (CUDA events, L2 flushed, as bench_topk.py), and
+from a profiling build (-DTOPK_PROF=1: thread 0 of each block reads the SM's cycle counter after
+the barrier that ends each phase) the median over rows of each phase's duration in microseconds,
+converted with the clock rate measured here (a timed GPU spin of known cycles). Phases: sample
+(strided sample -> f0), keep (main pass over the row), thresh (histogram of the kept list or the
+row + threshold bin), collect (bin t to the candidate list, bins above to the output), p1-p4 (the
+four radix passes), emit, and the whole transform kernel. With a split (S > 1) the main pass runs
+in topk_split_keep_kernel first: its time is the call's minus the transform kernel's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 4),
+          ("p1", 4, 5), ("p2", 5, 6), ("p3", 6, 7), ("p4", 7, 8), ("emit", 8, 9), ("kernel", 0, 9)]
+
+
+def clock_ghz(torch) -> float:
+    cycles = 20_000_000
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.cuda._sleep(cycles)
+    e.record()
+    torch.cuda.synchronize()
+    return cycles / (s.elapsed_time(e) * 1e6)
+
+
+def phase_table(stamps, ghz):
+    """stamps: [rows, 10] cycles since stamp 0 (-1 = not reached) -> {phase: median us}."""
+    res = {}
+    for name, a, b in PHASES:
+        vals = []
+        for r in stamps:
+            if b is None or r[b] < 0:
+                continue
+            if a is None:   # threshold: from the last stamp reached before it
+                prev = max((r[i] for i in (0, 1, 2) if r[i] >= 0), default=0)
+                vals.append(r[b] - prev)
+            elif r[a] >= 0:
+                vals.append(r[b] - r[a])
+        res[name] = statistics.median(vals) / (ghz * 1e3) if vals else float("nan")
+    totals = [r[9] for r in stamps if r[9] >= 0]
+    res["kernel_max"] = max(totals) / (ghz * 1e3) if totals else float("nan")
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="top-k phase profile (GPU)")
+    ap.add_argument("--shapes", default="1x8192,64x131072,256x131072,256x1048576")
+    ap.add_argument("--budget", default="32K")
+    ap.add_argument("--bits", default="12")
+    ap.add_argument("--threads", default="512")
+    ap.add_argument("--split", default="auto,1", help="blocks per row: auto, or numbers")
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--define", action="append", default=[],
+                    help="extra compile macro NAME=VALUE for both kernels (repeatable), e.g. TOPK_KEEP_UNROLL=4")
+    a = ap.parse_args(argv)
+
+    import torch
+
+    from bench_topk import time_fn
+    from kernels import topk as tk
+    from tuner import rtc
+    from tuner.units import parse_size
+
+    if not torch.cuda.is_available():
+        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+        return 2
+    budget = parse_size(a.budget)
+    extra = dict(kv.split("=", 1) for kv in a.define)
+    ghz = clock_ghz(torch)
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
+          f"{' ' + str(extra) if extra else ''}")
+    cols = [p[0] for p in PHASES] + ["kernel_max"]
+    print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'call us':>8} " +
+          " ".join(f"{c:>8}" for c in cols), flush=True)
+    for shape in a.shapes.split(","):
+        B, L = (int(v) for v in shape.split("x"))
+        x = torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(B + L))
+        for threads in (int(v) for v in a.threads.split(",")):
+            for bits in (int(v) for v in a.bits.split(",")):
+                d = {**tk.defines(budget, threads, bits), **extra}
+                kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None,
+                                          dynamic_smem=budget)
+                kprof = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, {**d, "TOPK_PROF": 1},
+                                           None, dynamic_smem=budget)
+                for sp in a.split.split(","):
+                    split = None if sp == "auto" else int(sp)
+                    out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split)
+                    med, _ = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split),
+                                     flush, a.reps)
+                    st = tk.topk(x, a.k, kernel=kprof, split=split)[:, :10].cpu().tolist()
+                    ph = phase_table(st, ghz)
+                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {diag['split']:3d} {med:8.1f} " +
+                          " ".join(f"{ph[c]:8.2f}" for c in cols), flush=True)
+        del x
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
