@@ -4,7 +4,8 @@
     python3 benchmarks/bench_topk.py --out results/sm_90/topk_bench.csv
 
 For every budget x (B, L): median and IQR of the GPU time (CUDA events, L2 flushed by
-writing a 512 MB buffer before every run, then a ~1 ms GPU spin so that the host's launch
+writing a 512 MB buffer before every run (``--flush read``: by reading one, so the timed call does
+not pay the write-back of the flush's own dirty lines), then a ~1 ms GPU spin so that the host's launch
 overhead stays outside the events; the host's enqueue time per call is reported apart as
 host_us), GB/s of the input read, % of the read floor
 (floor = B*L*4 bytes / copy bandwidth, measured here with a large device-to-device copy; copy
@@ -56,7 +57,7 @@ def time_fn(torch, fn, flush, reps, host=None):
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
-        flush.zero_()
+        flush()
         if spin is not None:
             spin(SPIN_CYCLES)
         starts[i].record()
@@ -70,6 +71,18 @@ def time_fn(torch, fn, flush, reps, host=None):
     ts = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
     ts = [t for t in ts if t > 0] or [float("nan")]
     return _q(ts, 0.5), _q(ts, 0.75) - _q(ts, 0.25)
+
+
+def make_flush(torch, mode="write"):
+    """A callable that evicts the L2: writing 512 MB (the timed call then pays the write-back of
+    the last ~L2-size of those dirty lines) or reading 512 MB (the L2 is left holding clean lines,
+    and dirty lines of earlier calls are written back during the flush)."""
+    buf = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    if mode == "write":
+        return buf.zero_
+    f = buf.view(torch.float32)
+    f.zero_()
+    return lambda: torch.sum(f)
 
 
 def copy_bandwidth(torch, flush, nbytes=2 << 30):
@@ -107,6 +120,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-split-compare", dest="split_compare", action="store_false",
                     help="skip the one-block-per-row (split off) run on long rows")
     ap.add_argument("--dist", default="random_normal", help="input family (kernels.topk.reference)")
+    ap.add_argument("--flush", choices=["write", "read"], default="write",
+                    help="L2 flush before each run: write a 512 MB buffer (leaves ~L2-size of dirty lines that "
+                         "the timed call then writes back; the common convention) or read one (leaves clean lines)")
     a = ap.parse_args(argv)
 
     import numpy as np
@@ -123,10 +139,10 @@ def main(argv=None) -> int:
     shapes = SHAPES if not a.shapes else [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
     budgets = parse_size_list(a.budgets, "budgets")
     prov = provenance(torch)
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    flush = make_flush(torch, a.flush)
     bw = copy_bandwidth(torch, flush)
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
-          f"{bw / 1e12:.2f} TB/s (read+write)", flush=True)
+          f"{bw / 1e12:.2f} TB/s (read+write); L2 flush by {a.flush}", flush=True)
     bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
     configs = [(b, nb) for nb in bits_list for b in budgets]
     kernels = {c: tk.build(c[0], a.threads, c[1]) for c in configs}
@@ -164,7 +180,7 @@ def main(argv=None) -> int:
                          "torch_us": round(t_ref, 2), "torch_iqr_us": round(iqr_ref, 2),
                          "speedup_vs_torch": round(t_ref / med, 2), "host_us": round(host_us, 1),
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
-                         "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3)})
+                         "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3), "flush": a.flush})
             r = rows[-1]
             print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} split={diag['split']:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from bench_topk import time_fn
+    from bench_topk import make_flush, time_fn
     from kernels import topk as tk
     from tuner import rtc
     from tuner.units import parse_size
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     budget = parse_size(a.budget)
     extra = dict(kv.split("=", 1) for kv in a.define)
     ghz = clock_ghz(torch)
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    flush = make_flush(torch)
     print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
           f"{' ' + str(extra) if extra else ''}")
     cols = [p[0] for p in PHASES] + ["kernel_max"]

@@ -190,7 +190,9 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
         if nsplit > 1:
             skern = (split_kernel if split_kernel is not None
                      else _split_handle(handle, budget, threads, bits, dev))
-            split_kept = torch.zeros((B,), dtype=torch.int32, device=dev)
+            # per row: the kept-list length, then the coarse histogram of the kept values
+            rec = 1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", bits)))
+            split_kept = torch.zeros((B * rec,), dtype=torch.int32, device=dev)
             rtc.launch(skern, (B * nsplit,), (nthreads,), [
                 scores, scores.stride(0), L,
                 lengths if lengths is not None else dummy, int(lengths is not None),

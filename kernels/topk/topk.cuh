@@ -526,21 +526,39 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
 #ifndef TOPK_RANK_MAX
 #define TOPK_RANK_MAX 256   // candidate lists up to this long are finished by ranking
 #endif
+#if TOPK_RANK_MAX > 256
+#error "TOPK_RANK_MAX must be at most 256 (the ranks live in the histogram array)"
+#endif
 
 // Step 3 for a short candidate list (n <= TOPK_RANK_MAX, in shared memory): candidate i's rank
 // is the number of candidates with a larger fine key plus those with an equal key and a smaller
-// list position (all ranks distinct); the `need` of rank < need are emitted. One pass and no
-// barrier instead of four radix passes; every thread reads the same entry (a broadcast).
+// list position (all ranks distinct); the `need` of rank < need are emitted. Every thread takes
+// one (candidate, part of the list) pair, partial ranks add up in sh.hist (free here), so the
+// whole block works even on a short list; every thread of a pass reads the same entry (a
+// broadcast). Two barriers instead of four radix passes. All threads call it.
 __device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* cand, int n,
                                              int need, int* out, const TopkTransform& tr) {
-  for (int i = TOPK_TID; i < n; i += TOPK_THREADS) {
+  const int tid = TOPK_TID;
+  for (int i = tid; i < n; i += TOPK_THREADS) sh.hist[i] = 0;
+  TOPK_SYNC();
+  const int parts = n > 0 && TOPK_THREADS / n > 1 ? TOPK_THREADS / n : 1;
+  const int per = n > 0 ? (n + parts - 1) / parts : 0;
+  for (int w = tid; w < n * parts; w += TOPK_THREADS) {
+    const int i = w % n;
+    const int j0 = (w / n) * per;
+    const int j1 = j0 + per < n ? j0 + per : n;
     const topk_u32 ki = topk_fine_key(cand[2 * i + 1]);
     int r = 0;
-    for (int j = 0; j < n; ++j) {
+#pragma unroll 4
+    for (int j = j0; j < j1; ++j) {
       const topk_u32 kj = topk_fine_key(cand[2 * j + 1]);
-      r += (kj > ki) || (kj == ki && j < i);
+      r += (int)((kj > ki) | ((kj == ki) & (j < i)));
     }
-    if (r < need) {
+    if (r) topk_atomic_add(&sh.hist[i], r);
+  }
+  TOPK_SYNC();
+  for (int i = tid; i < n; i += TOPK_THREADS) {
+    if (sh.hist[i] < need) {
       const int pos = topk_atomic_add(&sh.out_pos, 1);
       out[pos] = tr.apply((int)cand[2 * i]);
     }
@@ -592,8 +610,31 @@ __device__ static inline topk_u32 topk_fine_floor_of_bin(int t0) {
   return hi;
 }
 
+#ifdef TOPK_WARP_AGG
+// The same floor found by the 32 lanes of one warp: each round probes 32 keys splitting
+// (lo, hi) into 33 parts and keeps the two probes around the first one at or above t0 (the bin
+// is monotone in the key, so the lanes' answers are a suffix). Every lane returns the result.
+__device__ static inline topk_u32 topk_fine_floor_of_bin_warp(int t0) {
+  topk_u32 lo = 0x007FFFFFu, hi = 0xFFC00000u;
+  if (topk_bin(topk_bits_of_fine(lo)) >= t0) return 0u;
+  const unsigned lane = topk_lane();
+  while (hi - lo > 1u) {                          // invariant: bin(lo) < t0 <= bin(hi)
+    const unsigned long long span = hi - lo;
+    const topk_u32 m = lo + (topk_u32)((span * (lane + 1u)) / 33u);   // lo <= m < hi
+    const bool ge = m > lo && topk_bin(topk_canon(topk_bits_of_fine(m))) >= t0;
+    const unsigned mask = __ballot_sync(TOPK_FULL, ge);
+    const int first = mask ? __ffs(mask) - 1 : 32;
+    const topk_u32 nhi = __shfl_sync(TOPK_FULL, m, first < 32 ? first : 31);
+    const topk_u32 nlo = __shfl_sync(TOPK_FULL, m, first > 0 ? first - 1 : 0);
+    if (first < 32) hi = nhi;
+    if (first > 0 && nlo > lo) lo = nlo;
+  }
+  return hi;
+}
+#endif
+
 #ifndef TOPK_KEEP_UNROLL
-#define TOPK_KEEP_UNROLL 8   // 16-byte loads in flight per thread in the long-row main pass
+#define TOPK_KEEP_UNROLL 4   // 16-byte loads in flight per thread in the long-row main pass
 #endif
 
 // The keep test as one float compare: thr is a float whose set {x : !(x < thr)} (NaN always in)
@@ -756,11 +797,17 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
   }
 }
 
-// End of a split block's pass: append its staged entries (min(*sctr, stage_cap) of them) to the
-// row's global list at a place reserved with one device-scope atomic on *gctr.
-__device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, topk_u2* glist, int cap,
-                                               const topk_u2* stage, int stage_cap) {
+// End of a split block's pass: add its coarse histogram of kept values (sh.hist) to the row's
+// (ghist), and append its staged entries (min(*sctr, stage_cap) of them) to the row's global
+// list at a place reserved with one device-scope atomic on *gctr.
+__device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, int* ghist,
+                                               topk_u2* glist, int cap, const topk_u2* stage,
+                                               int stage_cap) {
   TOPK_SYNC();
+  for (int i = TOPK_TID; i < TOPK_BINS; i += TOPK_THREADS) {
+    const int c = sh.hist[i];
+    if (c) topk_atomic_add_dev(&ghist[i], c);
+  }
   const int staged = sh.scratch_n < stage_cap ? sh.scratch_n : stage_cap;
   if (TOPK_TID == 0) sh.sel_above = staged > 0 ? topk_atomic_add_dev(gctr, staged) : 0;
   TOPK_SYNC();
@@ -770,6 +817,7 @@ __device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, topk_u
 }
 
 #define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
+#define TOPK_SPLIT_REC (1 + TOPK_BINS)   // ints per row in split_kept: kept count, histogram
 #ifndef TOPK_SPLIT_STAGE
 #define TOPK_SPLIT_STAGE 2560   // shared-memory list entries of one split block (20 KiB)
 #endif
@@ -827,7 +875,17 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   TOPK_SYNC();
   long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
   topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
+#ifdef TOPK_WARP_AGG
+  if (tid < 32) {                  // warp 0: a 32-way search (7 rounds instead of 32 steps)
+    const topk_u32 f = topk_fine_floor_of_bin_warp(sh.sel_bin);
+#ifdef TOPK_VERIFY_FLOOR
+    if (tid == 0 && f != topk_fine_floor_of_bin(sh.sel_bin)) __trap();
+#endif
+    if (tid == 0) sh.sel_above = (int)f;   // f0, reused slot
+  }
+#else
   if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
+#endif
   TOPK_SYNC();
   const topk_u32 f0 = (topk_u32)sh.sel_above;
   topk_clear_hist(sh, TOPK_BINS);
@@ -837,10 +895,12 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
 
 // Split main pass (rows on few blocks): block BID handles part BID % nsplit of row
 // BID / nsplit. Every block of a row computes the same f0 from the same sample, scans its slice
-// (a multiple of 4 values long, so slices keep the row's 16-byte alignment) and appends kept
-// pairs to the row's scratch list through split_kept[row] (zeroed by the host; device-scope
-// atomics, one per warp and 16 values per lane). topk_transform_kernel with presplit = 1 then
-// finishes each row from its list, or falls back to the plain path (kept < K or overflow).
+// (a multiple of 4 values long, so slices keep the row's 16-byte alignment), stages kept pairs in
+// shared memory and appends them to the row's scratch list; the row's record in split_kept
+// (TOPK_SPLIT_REC ints per row, zeroed by the host) holds the list's length and the coarse
+// histogram of the kept values, summed over the row's blocks. topk_transform_kernel with
+// presplit = 1 then finishes each row from its list and histogram, or falls back to the plain
+// path (kept < K or overflow).
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                        const int* __restrict__ lengths, int has_lengths,
@@ -865,9 +925,10 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
   if (TOPK_TID == 0) sh.scratch_n = 0;
   TOPK_SYNC();
   topk_u2* glist = (topk_u2*)(scratch + (long long)row * 2ll * (long long)scratch_cap);
-  topk_keep_pass<true, false>(&sh.scratch_n, split_kept + row, p + off, n, f0, glist, scratch_cap,
-                              topk_stage, TOPK_SPLIT_STAGE, (int)off, sh.hist);
-  topk_split_flush(sh, split_kept + row, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
+  int* rec = split_kept + (long long)row * TOPK_SPLIT_REC;   // [kept counter, histogram]
+  topk_keep_pass<true, true>(&sh.scratch_n, rec, p + off, n, f0, glist, scratch_cap, topk_stage,
+                             TOPK_SPLIT_STAGE, (int)off, sh.hist);
+  topk_split_flush(sh, rec, rec + 1, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
 }
 
 #ifdef TOPK_PROF
@@ -935,7 +996,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   if (use_long) {
     int kept;
     if (presplit) {
-      kept = split_kept[row];
+      kept = split_kept[(long long)row * TOPK_SPLIT_REC];
     } else {
       const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
       TOPK_STAMP(sh, 1);
@@ -949,12 +1010,11 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       TopkListSrc ls;
       ls.p = srow;
       ls.n = kept;
-      if (presplit) {   // one block per row: the keep pass built the histogram already
-        TopkHistOp hop;
-        hop.hist = sh.hist;
-        ls.visit(hop);
+      if (presplit) {   // the split blocks summed their histograms in the row's record
+        const int* gh = split_kept + (long long)row * TOPK_SPLIT_REC + 1;
+        for (int i = tid; i < TOPK_BINS; i += TOPK_THREADS) sh.hist[i] = gh[i];
         TOPK_SYNC();
-      }
+      }                 // (one block per row: the keep pass built it in sh.hist)
       topk_find_threshold(sh, TOPK_BINS, K);
       TOPK_STAMP(sh, 3);
       const int t = sh.sel_bin;

@@ -211,3 +211,22 @@ def test_split_path_stage_spills_to_global(order):
         out, diag = _run(s, lens, K, 32768, bits, split=4)
         assert diag["split"] == 4
         _assert_exact(s, lens, K, out, what=f"split sorted {order} bits={bits}")
+
+
+def test_warp_floor_search_equals_the_serial_one():
+    """The long-row f0 comes from a 32-lane search on CUDA; a -DTOPK_VERIFY_FLOOR build also runs
+    the serial binary search and traps on any difference. Families whose guessed bins differ
+    widely (normal, heavy ties, specials with NaN/inf, denormals, -inf padding)."""
+    from tuner import rtc
+
+    for bits in (8, 12):
+        d = {**tk.defines(32768, 512, bits), "TOPK_VERIFY_FLOOR": 1}
+        kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None, dynamic_smem=32768)
+        for name in ("random_normal", "heavy_ties", "specials", "denormals", "neg_inf_padding"):
+            s, lens = ref.make_case(name, 4, 131072, K, seed=5)
+            for split in (0, 4):
+                st = torch.from_numpy(np.ascontiguousarray(s)).cuda()
+                lt = torch.from_numpy(np.asarray(lens, np.int32)).cuda()
+                out = tk.topk(st, K, lt, kernel=kern, split=split)
+                torch.cuda.synchronize()
+                _assert_exact(s, lens, K, out.cpu().numpy(), what=f"verify floor {name} bits={bits} split={split}")
