@@ -123,6 +123,16 @@ def test_threshold_bin_counts_known_row():
     assert ref.threshold_bin_counts(row[None], None, 35)[0] == 0   # length <= k
 
 
+def _host_harness(tmp_path, source, name):
+    """Build a host program that includes topk.cuh (its TOPK_HD functions run on the CPU)."""
+    src = tmp_path / f"{name}.cu"
+    src.write_text(source)
+    exe = tmp_path / name
+    subprocess.run(["nvcc", "-I", str(tk.SOURCE_PATH.parent), "-x", "cu", str(src), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=240)
+    return exe
+
+
 HARNESS = r"""
 #include "topk.cuh"
 #include <cstdio>
@@ -142,11 +152,7 @@ int main(int argc, char** argv) {
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_kernel_key_functions_match_numpy(tmp_path):
     """The kernel's own fp32->fp16 bit arithmetic (host-compiled) against numpy's conversion."""
-    src = tmp_path / "h.cu"
-    src.write_text(HARNESS)
-    exe = tmp_path / "h"
-    subprocess.run(["nvcc", "-I", str(tk.SOURCE_PATH.parent), "-x", "cu", str(src), "-o", str(exe)],
-                   check=True, capture_output=True, timeout=240)
+    exe = _host_harness(tmp_path, HARNESS, "h")
     rng = np.random.default_rng(0)
     special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001,
                         0x477FEFFF, 0x477FF000, 0x477FF001, 0x38800000, 0x387FFFFF, 0x33000000,
@@ -185,11 +191,7 @@ def test_keep_threshold_is_an_upper_set_holding_every_key_from_f0(tmp_path):
     """The long-row pass keeps x when !(x < thr(f0)); that set must contain every value with fine
     key >= f0 and be an upper set of the fine-key order (so its top K is the row's), adding at
     most -0.0 (the key just below +0.0), or +inf when f0 lies among the NaN keys."""
-    src = tmp_path / "t.cu"
-    src.write_text(THR_HARNESS)
-    exe = tmp_path / "t"
-    subprocess.run(["nvcc", "-I", str(tk.SOURCE_PATH.parent), "-x", "cu", str(src), "-o", str(exe)],
-                   check=True, capture_output=True, timeout=240)
+    exe = _host_harness(tmp_path, THR_HARNESS, "t")
     rng = np.random.default_rng(1)
     xs = np.concatenate([np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
                                    0x00000001, 0x80000001, 0x3F800000, 0xBF800000], np.uint32),
