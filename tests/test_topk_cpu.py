@@ -358,3 +358,45 @@ def test_compiles_for_gfx942(bits):
     assert r.get("vgpr_spill", 0) == 0
     assert 0 < r["static_lds"] < (20000 if bits == 12 else 8192)
     assert 1 <= r["occupancy_waves_per_simd"] <= 8
+
+
+def test_launcher_plumbing_with_a_fake_device(monkeypatch):
+    """The host side of kernels.topk.topk without a GPU: which kernels it launches, on what grid,
+    with what split and record sizes, and that the driver's occupancy answer is asked once."""
+    import types
+
+    import torch
+
+    launches, occ_calls = [], []
+    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(rtc, "launch", lambda h, grid, block, args: launches.append((h.name, grid, block, args)))
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: occ_calls.append((h.name, thr)) or 2)
+    d = tk.defines(32768, 512, 12)
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "sm_90", d, [], 0.0, 32768)
+    split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "sm_90", d, [], 0.0)
+
+    B, L = 8, 131072
+    x = torch.zeros(B, L)
+    for _ in range(2):
+        launches.clear()
+        tk.topk(x, 2048, kernel=main, split_kernel=split)
+        assert [n for n, *_ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
+        (_, sgrid, sblock, sargs), (_, mgrid, mblock, margs) = launches
+        prefix, scap = tk.long_row_plan(L, 2048)
+        s = tk.split_plan(B, L, scap, 132, None, 2)
+        assert s == 8 and sgrid == (B * s,) and sargs[-1] == s and sblock == (512,)
+        assert sargs[-2].numel() == B * (1 + 4096)          # per row: kept count + 12-bit histogram
+        assert mgrid == (B,) and margs[-1] == 1 and margs[-2] is sargs[-2]
+        assert margs[-4:-2] == [scap, prefix]
+    assert occ_calls == [(tk.SPLIT_KERNEL_NAME, 512)]        # asked once, then remembered
+
+    launches.clear()
+    tk.topk(torch.zeros(200, L), 2048, kernel=main, split_kernel=split)   # B >= SMs: no split
+    assert [(n, g) for n, g, *_ in launches] == [(tk.KERNEL_NAME, (200,))]
+    assert launches[0][3][-1] == 0
+    launches.clear()
+    tk.topk(torch.zeros(4, 8192), 2048, kernel=main, split_kernel=split, split=5)  # short rows
+    assert [(n, g) for n, g, *_ in launches] == [(tk.KERNEL_NAME, (4,))]
