@@ -92,10 +92,10 @@ def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, devic
 
 _SPLIT_HANDLES: dict = {}   # (options, arch) of a main handle -> its split kernel (no host work)
 _NUM_SMS: dict = {}
-_SPLIT_OCC: dict = {}        # split handle id -> resident blocks per SM (driver's answer)
 
 
 def _split_handle(handle, budget, threads, bits, dev):
+    """The split main-pass kernel built with every macro of ``handle`` (no dynamic shared memory)."""
     key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev))
     h = _SPLIT_HANDLES.get(key)
     if h is None:
@@ -105,14 +105,6 @@ def _split_handle(handle, budget, threads, bits, dev):
         h = rtc.compile_kernel(read_source(), SPLIT_KERNEL_NAME, d, dev)
         _SPLIT_HANDLES[key] = h
     return h
-
-
-def build_split(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
-    """The split main-pass kernel of the same config (no dynamic shared memory)."""
-    from tuner import rtc
-
-    return rtc.compile_kernel(read_source(), SPLIT_KERNEL_NAME, defines(budget, threads, bits),
-                              device)
 
 
 def _check_args(scores, k, lengths, row_starts):
@@ -170,26 +162,27 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     bin_counts = torch.empty((B,), dtype=torch.int32, device=dev)
     prefix, scap = long_row_plan(L, k, prefix_min_row)
     scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
+    nthreads = int(handle.defines.get("TOPK_THREADS", threads))
     nsplit = 1
+
+    def split_handle():
+        return split_kernel if split_kernel is not None else _split_handle(handle, budget, threads, bits, dev)
+
     if B and scap:
         nsms = _NUM_SMS.get(str(dev))
         if nsms is None:
             nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
         per_sm = 2
         if split is None and B < nsms:
-            skern0 = (split_kernel if split_kernel is not None
-                      else _split_handle(handle, budget, threads, bits, dev))
-            per_sm = _SPLIT_OCC.get(id(skern0))
+            skern = split_handle()
+            per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
             if per_sm is None:
-                nthr = int(handle.defines.get("TOPK_THREADS", threads))
-                per_sm = _SPLIT_OCC[id(skern0)] = rtc.occupancy_query(skern0, nthr, 0) or 2
+                per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
         nsplit = split_plan(B, L, scap, nsms, split, per_sm)
     split_kept = dummy
     if B:
-        nthreads = int(handle.defines.get("TOPK_THREADS", threads))
         if nsplit > 1:
-            skern = (split_kernel if split_kernel is not None
-                     else _split_handle(handle, budget, threads, bits, dev))
+            skern = split_handle()
             # per row: the kept-list length, then the coarse histogram of the kept values
             rec = 1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", bits)))
             split_kept = torch.zeros((B * rec,), dtype=torch.int32, device=dev)
