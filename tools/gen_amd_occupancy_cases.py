@@ -435,27 +435,23 @@ def main(argv=None) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
 
     cases, gens = [], {}
-    if args.only in (None, "triton"):
-        log("triton (cross-compiling for gfx942, gfx950):")
+    generators = [  # (name, banner, function, needs Triton)
+        ("triton", "triton (cross-compiling for gfx942, gfx950):", gen_triton, True),
+        ("llvm-ir", "LLVM IR through Triton's AMD code generator (gfx942, gfx950):", gen_ir, True),
+        ("clang", f"{CLANG} (HIP device code for gfx942):", gen_clang, False),
+    ]
+    for name, banner, gen, needs_triton in generators:
+        if args.only not in (None, name):
+            continue
+        log(banner)
         try:
-            c, g = gen_triton(args.quick, log)
+            c, g = gen(args.quick, log)
         except ImportError as e:
+            if not needs_triton:
+                raise
             c, g = [], {"tool": f"triton unavailable: {e}", "failures": []}
         cases += c
-        gens["triton"] = g
-    if args.only in (None, "llvm-ir"):
-        log("LLVM IR through Triton's AMD code generator (gfx942, gfx950):")
-        try:
-            c, g = gen_ir(args.quick, log)
-        except ImportError as e:
-            c, g = [], {"tool": f"triton unavailable: {e}", "failures": []}
-        cases += c
-        gens["llvm-ir"] = g
-    if args.only in (None, "clang"):
-        log(f"{CLANG} (HIP device code for gfx942):")
-        c, g = gen_clang(args.quick, log)
-        cases += c
-        gens["clang"] = g
+        gens[name] = g
     doc = {
         "description": "LLVM AMDGPU's own occupancy (waves per SIMD) for compiled kernels, with the "
                        "resources it used; regenerate with the command below.",
