@@ -253,7 +253,8 @@ def _nvrtc_compile(lib, source, options):
     return rc, log.value.decode(errors="replace")
 
 
-@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}])
+@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1},
+                                   {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1}])
 @pytest.mark.parametrize("bits", [8, 12])
 def test_compiles_under_nvrtc(bits, extra):
     """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
@@ -306,6 +307,8 @@ def test_split_plan_fills_one_wave():
     assert tk.split_plan(8, 131072, 0, 132) == 1                     # no long-row path: no split
     assert tk.split_plan(8, 131072, 16384, 132, split=3) == 3
     assert tk.split_plan(8, 131072, 16384, 132, split=0) == 1
+    assert tk.split_plan(1, 1 << 20, 131072, 132, max_split=8) == 8      # a cluster's cap
+    assert tk.split_plan(8, 131072, 16384, 132, split=16, max_split=8) == 8
     with pytest.raises(UserError):
         tk.split_plan(8, 131072, 16384, 132, split=-1)
 
@@ -382,7 +385,7 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
     x = torch.zeros(B, L)
     for _ in range(2):
         launches.clear()
-        tk.topk(x, 2048, kernel=main, split_kernel=split)
+        tk.topk(x, 2048, kernel=main, split_kernel=split, cluster=False)
         assert [n for n, *_ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
         (_, sgrid, sblock, sargs), (_, mgrid, mblock, margs) = launches
         prefix, scap = tk.long_row_plan(L, 2048)
@@ -394,9 +397,92 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
     assert occ_calls == [(tk.SPLIT_KERNEL_NAME, 512)]        # asked once, then remembered
 
     launches.clear()
-    tk.topk(torch.zeros(200, L), 2048, kernel=main, split_kernel=split)   # B >= SMs: no split
+    tk.topk(torch.zeros(200, L), 2048, kernel=main, split_kernel=split, cluster=False)   # B >= SMs
     assert [(n, g) for n, g, *_ in launches] == [(tk.KERNEL_NAME, (200,))]
     assert launches[0][3][-1] == 0
     launches.clear()
-    tk.topk(torch.zeros(4, 8192), 2048, kernel=main, split_kernel=split, split=5)  # short rows
+    tk.topk(torch.zeros(4, 8192), 2048, kernel=main, split_kernel=split, split=5, cluster=False)
     assert [(n, g) for n, g, *_ in launches] == [(tk.KERNEL_NAME, (4,))]
+
+
+def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
+    """The cluster path's host side: sm_90 picks it for split rows whose kept values fit the
+    budget, sizes the cluster for one wave (driver's blocks/SM and resident-cluster answers),
+    launches one kernel with no scratch, and keeps the split kernel where it does not fit."""
+    import types
+
+    import torch
+
+    launches, built = [], []
+    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(rtc, "launch", lambda h, grid, block, args: launches.append((h.name, grid, args)))
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
+    most = {}      # resident clusters by cluster size (default: plenty)
+    monkeypatch.setattr(rtc, "max_active_clusters",
+                        lambda h, grid, thr, smem: most.get(h.defines["TOPK_CLUSTER"], 1000))
+    handles = {}
+
+    def fake_cluster(handle, S, budget, threads, bits, dev):
+        built.append(S)
+        return handles.setdefault(S, rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
+                                                   {**handle.defines, "TOPK_CLUSTER": S}, [], 0.0, 49152))
+    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
+    L = 131072
+    prefix, scap = tk.long_row_plan(L, 2048)
+
+    tk.topk(torch.zeros(64, L), 2048, kernel=main, split_kernel=split)
+    (name, grid, args), = launches
+    assert name == tk.CLUSTER_KERNEL_NAME and grid == (64 * 4,) and args[-2:] == [scap, prefix]
+    assert len(args) == 16                                   # no scratch, no split record
+    # fewer resident clusters than rows: a smaller cluster keeps one wave
+    launches.clear()
+    handles.clear()
+    most.update({4: 62, 3: 85})   # GPC granularity: 62 clusters of 4, not 66
+    tk.topk(torch.zeros(64, L), 2048, kernel=main, split_kernel=split)
+    assert launches[0][1] == (64 * 3,)
+    most.clear()
+    # B >= SMs: one block per row (as without clusters); forced, the cluster kernel splits
+    launches.clear()
+    handles.clear()
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 4)
+    main.info.clear()                                        # (the answer is kept per kernel)
+    tk.topk(torch.zeros(256, L), 2048, kernel=main, split_kernel=split)
+    assert [(n, g) for n, g, _ in launches] == [(tk.KERNEL_NAME, (256,))]
+    launches.clear()
+    tk.topk(torch.zeros(256, L), 2048, kernel=main, split_kernel=split, split=2, cluster=True)
+    assert [(n, g) for n, g, _ in launches] == [(tk.CLUSTER_KERNEL_NAME, (512,))]
+    # few rows wanting more blocks than a cluster holds: the split kernel's wider split
+    launches.clear()
+    tk.topk(torch.zeros(1, 1 << 20), 2048, kernel=main, split_kernel=split)
+    assert [(n, g) for n, g, _ in launches] == [(tk.SPLIT_KERNEL_NAME, (64,)), (tk.KERNEL_NAME, (1,))]
+    launches.clear()
+    tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split)    # 8 x 8 = one wave
+    assert [(n, g) for n, g, _ in launches] == [(tk.CLUSTER_KERNEL_NAME, (64,))]
+    # a budget too small for a block's expected kept values: the split kernel instead
+    launches.clear()
+    small = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(4096, 512, 8), [], 0.0, 4096)
+    tk.topk(torch.zeros(64, L), 2048, kernel=small, split_kernel=split)
+    assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
+    # forced: cluster=True with split beyond a cluster's size is capped; not on gfx or sm_80
+    launches.clear()
+    out, diag = tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, split=16,
+                        cluster=True, return_diagnostics="lazy")
+    assert launches[0][1] == (8 * tk.MAX_CLUSTER,)
+    for arch in ("80", "gfx942"):
+        other = rtc.RtcKernel(None, tk.KERNEL_NAME, arch, tk.defines(49152), [], 0.0, 49152)
+        with pytest.raises(UserError, match="sm_90"):
+            tk.topk(torch.zeros(8, L), 2048, kernel=other, split_kernel=split, cluster=True)
+    with pytest.raises(UserError, match="long rows"):
+        tk.topk(torch.zeros(8, 8192), 2048, kernel=main, split_kernel=split, cluster=True)
+
+
+def test_cluster_fits():
+    # 64 x 128K over 4 blocks: ~1.15K kept per block x 1.5 fits 32 KiB (4096 entries)
+    assert tk.cluster_fits(131072, 2048, 32768, 4)
+    assert not tk.cluster_fits(131072, 2048, 32768, 1)       # a whole row's ~4.6K x 1.5
+    assert tk.cluster_fits(1 << 20, 2048, 49152, 2) and not tk.cluster_fits(1 << 20, 2048, 40960, 2)

@@ -194,6 +194,35 @@ def occupancy_query(handle: RtcKernel, threads: int, dynamic_smem: int) -> int |
     return int(blocks.value) if rc == 0 else None
 
 
+class _CuLaunchConfig(ctypes.Structure):   # CUlaunchConfig (CUDA 12 driver API)
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+def max_active_clusters(handle: RtcKernel, grid: int, threads: int, dynamic_smem: int) -> int | None:
+    """The driver's answer for a kernel with compile-time cluster dimensions: how many of its
+    clusters can be resident at once (cuOccupancyMaxActiveClusters; clusters live in one GPC, so
+    this can be less than blocks/SM x SMs / cluster size). None where the driver won't say."""
+    import torch
+    from torch.cuda import _utils
+
+    if getattr(torch.version, "hip", None):
+        return None
+    fn = getattr(_utils._get_gpu_runtime_library(), "cuOccupancyMaxActiveClusters", None)
+    func = getattr(handle.kernel, "func", None)
+    if fn is None or func is None:
+        return None
+    cfg = _CuLaunchConfig(int(grid), 1, 1, int(threads), 1, 1, int(dynamic_smem), None, None, 0)
+    n = ctypes.c_int(0)
+    try:
+        rc = fn(ctypes.byref(n), func, ctypes.byref(cfg))
+    except Exception:  # noqa: BLE001 - a missing symbol or ABI mismatch: no answer
+        return None
+    return int(n.value) if rc == 0 else None
+
+
 def launch(handle: RtcKernel, grid: tuple, block: tuple, args: list, shared_mem: int | None = None,
            stream: Any = None) -> None:
     """Launch asynchronously on ``stream`` (default: torch's current stream)."""

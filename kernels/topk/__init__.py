@@ -14,6 +14,8 @@ from tuner.errors import UserError
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
+CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
+MAX_CLUSTER = 8                       # portable thread-block cluster size (sm_90+)
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
@@ -59,14 +61,14 @@ def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple
 
 
 def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
-               blocks_per_sm: int = 2) -> int:
+               blocks_per_sm: int = 2, max_split: int | None = None) -> int:
     """Blocks per row of the split main pass (1: one block per row, no split kernel).
 
     ``split=None`` chooses: nothing when B >= the SM count, else as many blocks per row as fit
     in one wave (B*S <= blocks_per_sm * num_sms: every block of the main pass resident at
     once), each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path
     (scratch_cap > 0) split. An int forces that many (still capped so that no slice is empty);
-    0 or 1 disables it.
+    0 or 1 disables it. ``max_split`` caps either (a cluster holds at most MAX_CLUSTER blocks).
     """
     if not scratch_cap or B <= 0 or L <= 0:
         return 1
@@ -80,7 +82,29 @@ def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
         if s < 0:
             raise UserError(f"split must be >= 0 blocks per row, got {split}")
         s = min(s, max(1, L // 4))
+    if max_split is not None:
+        s = min(s, int(max_split))
     return s if s >= 2 else 1
+
+
+def cluster_fits(L: int, k: int, budget: int, S: int) -> bool:
+    """Whether a cluster block's slice is expected to keep few enough values for its stage.
+
+    The sample aims at about 2k + L/256 kept values per row (twice the expected count above
+    the k-th largest, plus a margin); a block keeps 1/S of them. With 50% headroom for the
+    coarse bin's width and sampling noise they must fit the budget's entries, or a row would
+    often take the (exact, slower) whole-row fallback.
+    """
+    per_block = (2 * int(k) + int(L) // 256) / max(1, int(S))
+    return 1.5 * per_block <= capacity(budget)
+
+
+def cluster_capable(arch) -> bool:
+    """True for CUDA architectures with thread-block clusters: '90', 'sm_90', '100' ... (not gfx*)."""
+    a = str(arch or "").lower()
+    digits = a[3:] if a.startswith("sm_") else a
+    digits = digits.rstrip("af")                  # sm_90a, sm_100f
+    return digits.isdigit() and int(digits) >= 90
 
 
 def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
@@ -107,6 +131,66 @@ def _split_handle(handle, budget, threads, bits, dev):
     return h
 
 
+_CLUSTER_HANDLES: dict = {}   # (options, arch, device, S) -> the cluster kernel of a main handle
+
+
+def _cluster_handle(handle, S: int, budget, threads, bits, dev):
+    """The cluster kernel with every macro of ``handle`` and TOPK_CLUSTER=S (same budget)."""
+    key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev), int(S))
+    h = _CLUSTER_HANDLES.get(key)
+    if h is None:
+        from tuner import rtc
+
+        d = dict(handle.defines or defines(budget, threads, bits))
+        d["TOPK_CLUSTER"] = int(S)
+        smem = int(d.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
+        h = rtc.compile_kernel(read_source(), CLUSTER_KERNEL_NAME, d, dev, dynamic_smem=smem)
+        _CLUSTER_HANDLES[key] = h
+    return h
+
+
+def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev):
+    """Cluster size for the cluster kernel, or 0 to use the other kernels (see ``topk``)."""
+    from tuner import rtc
+
+    if cluster is False or (split is not None and int(split) < 2):
+        return 0
+    if cluster is None and split is not None and int(split) > MAX_CLUSTER:
+        return 0                                        # more blocks than a cluster holds
+    if not cluster_capable(getattr(handle, "arch", None)):
+        if cluster:
+            raise UserError(f"cluster=True needs a CUDA device of sm_90 or later (thread-block "
+                            f"clusters); this one is {handle.arch}: leave cluster unset")
+        return 0
+    nthreads = int(handle.defines.get("TOPK_THREADS", threads))
+    smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
+    # blocks/SM: the driver's answer for the main kernel (same threads and budget; asked once
+    # per kernel); the resident-cluster query below checks the cluster kernel itself
+    per_sm = handle.info.get("blocks_per_sm")
+    if per_sm is None:
+        per_sm = handle.info["blocks_per_sm"] = rtc.occupancy_query(handle, nthreads, smem) or 1
+    full = split_plan(B, L, scap, nsms, split, per_sm)
+    S = min(full, MAX_CLUSTER)
+    if S < 2:
+        return 0
+    if not cluster and split is None:
+        # Automatic: only where a cluster covers the whole one-wave split (few rows want more
+        # blocks than a cluster holds: the split kernel's wider split is faster there, e.g.
+        # (1, 1M) on the H200: 35.6 us with 64 blocks vs 44.8 us with a cluster of 8), and where
+        # a block's kept values are expected to fit its stage.
+        if full > MAX_CLUSTER or not cluster_fits(L, k, smem, S):
+            return 0
+    while S >= 2:                                       # every cluster resident at once (one wave)
+        ch = _cluster_handle(handle, S, budget, threads, bits, dev)
+        most = ch.info.get(("max_clusters", nthreads))
+        if most is None:
+            most = ch.info[("max_clusters", nthreads)] = rtc.max_active_clusters(ch, S, nthreads, smem)
+        if most is None or B <= most or split is not None:
+            return S
+        S -= 1
+    return 0
+
+
 def _check_args(scores, k, lengths, row_starts):
     import torch
 
@@ -129,11 +213,15 @@ def _check_args(scores, k, lengths, row_starts):
 def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
          threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
          return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
-         split=None, split_kernel=None):
+         split=None, split_kernel=None, cluster=None):
     """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
     guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
     ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
-    one block per row), see ``split_plan``."""
+    one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
+    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it where a
+    block's kept values are expected to fit its budget (``cluster_fits``), True insists (at
+    most MAX_CLUSTER blocks per row), False keeps the split kernel and the list in global
+    memory."""
     import torch
 
     from tuner import rtc
@@ -161,9 +249,9 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     out = torch.empty((B, k), dtype=torch.int32, device=dev)
     bin_counts = torch.empty((B,), dtype=torch.int32, device=dev)
     prefix, scap = long_row_plan(L, k, prefix_min_row)
-    scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
     nthreads = int(handle.defines.get("TOPK_THREADS", threads))
     nsplit = 1
+    ncluster = 0
 
     def split_handle():
         return split_kernel if split_kernel is not None else _split_handle(handle, budget, threads, bits, dev)
@@ -172,15 +260,31 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
         nsms = _NUM_SMS.get(str(dev))
         if nsms is None:
             nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
+        ncluster = _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev)
         per_sm = 2
-        if split is None and B < nsms:
+        if ncluster:
+            nsplit = ncluster
+        elif split is None and B < nsms:
             skern = split_handle()
             per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
             if per_sm is None:
                 per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
-        nsplit = split_plan(B, L, scap, nsms, split, per_sm)
+        if not ncluster:
+            nsplit = split_plan(B, L, scap, nsms, split, per_sm)
+    elif cluster:
+        raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
+                        f"L={L} < prefix_min_row={prefix_min_row} or < 16k); leave cluster unset")
     split_kept = dummy
-    if B:
+    if B and ncluster:
+        ck = _cluster_handle(handle, ncluster, budget, threads, bits, dev)
+        rtc.launch(ck, (B * ncluster,), (nthreads,), [
+            scores, scores.stride(0), L,
+            lengths if lengths is not None else dummy, int(lengths is not None),
+            row_starts if row_starts is not None else dummy, int(row_starts is not None),
+            int(k), out, mode, table, int(tstride), int(page_bits), bin_counts,
+            int(scap), int(prefix)])
+    elif B:
+        scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
         if nsplit > 1:
             skern = split_handle()
             # per row: the kept-list length, then the coarse histogram of the kept values
@@ -203,4 +307,4 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     if return_diagnostics == "lazy":       # no host sync: the tuner times this call
         return out, {"capacity": cap, "bin_counts": bin_counts}
     return out, {"overflow_rows": int((bin_counts > cap).sum().item()), "capacity": cap,
-                 "bin_counts": bin_counts, "split": nsplit}
+                 "bin_counts": bin_counts, "split": nsplit, "cluster": ncluster}

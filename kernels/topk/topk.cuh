@@ -295,14 +295,15 @@ __device__ static inline int topk_reserve(int* ctr, bool pred) {
 // exclusive scan of the per-thread sums over threads gives each thread the count above its bins.
 // CUDA: 32-lane shuffle scan + one pass over the warp totals (2 barriers). Elsewhere (HIP wave64,
 // host): a Hillis-Steele scan in shared memory (no assumption on the wavefront width).
-__device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int need) {
+__device__ static inline void topk_find_threshold_in(TopkShared& sh, const int* hist, int nbins,
+                                                     int need) {
   const int tid = TOPK_TID;
   const int per = (nbins + TOPK_THREADS - 1) / TOPK_THREADS;
   int hi = nbins - tid * per;
   int lo = hi - per;
   if (lo < 0) lo = 0;
   int s = 0;
-  for (int i = hi - 1; i >= lo; --i) s += sh.hist[i];
+  for (int i = hi - 1; i >= lo; --i) s += hist[i];
 #ifdef TOPK_WARP_AGG
   int incl = s;
 #pragma unroll
@@ -329,7 +330,7 @@ __device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int
 #endif
   if (hi > lo && above < need && need <= above + s) {
     for (int i = hi - 1; i >= lo; --i) {
-      int c = sh.hist[i];
+      int c = hist[i];
       if (above + c >= need) {
         sh.sel_bin = i;
         sh.sel_above = above;
@@ -339,6 +340,10 @@ __device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int
     }
   }
   TOPK_SYNC();
+}
+
+__device__ static inline void topk_find_threshold(TopkShared& sh, int nbins, int need) {
+  topk_find_threshold_in(sh, sh.hist, nbins, need);
 }
 
 __device__ static inline void topk_clear_hist(TopkShared& sh, int nbins) {
@@ -360,6 +365,16 @@ struct TopkTransform {
     return idx;
   }
 };
+
+__device__ static inline TopkTransform topk_transform_of(int mode, const int* table, int table_stride,
+                                                         int page_bits, int row) {
+  TopkTransform tr;
+  tr.mode = mode;
+  tr.page_bits = page_bits;
+  tr.row = row;
+  tr.table = (mode == 1) ? table + (long long)row * (long long)table_stride : table;
+  return tr;
+}
 
 // Visit every element of a row with 16-byte loads where the address allows, four loads in
 // flight per thread; f.template call<false>(index, canonical bits, true) (lanes may diverge).
@@ -409,6 +424,8 @@ struct TopkRowSrc {
 struct TopkListSrc {
   const topk_u32* p;   // pairs (index, canonical bits)
   int n;
+  bool sync_loads = false;   // barrier between each round's loads and its visits: f may then
+                             // write list slots below the round's end (in-place compaction)
   template <typename F>
   __device__ inline void visit(F& f) const {
     const topk_u2* e = (const topk_u2*)p;   // 8-byte aligned: global scratch or shared list
@@ -420,6 +437,7 @@ struct TopkListSrc {
         if (i < n) q[u] = e[i];
         else q[u].x = q[u].y = 0u;
       }
+      if (sync_loads) TOPK_SYNC();
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         f.template call<true>((int)q[u].x, q[u].y, base + u * TOPK_THREADS + TOPK_TID < n);
@@ -435,20 +453,68 @@ struct TopkHistOp {
   }
 };
 
-// Step 2: bins > t go to the output, bin t to the candidate list.
+#if defined(TOPK_CLUSTER) && !defined(TOPK_HIP)
+#define TOPK_CLUSTER_OK 1
+// Thread-block cluster primitives (sm_90+, PTX): see topk_cluster_kernel.
+__device__ static inline unsigned topk_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Generic address of the same shared variable in block `r` of the cluster.
+template <typename T>
+__device__ static inline T* topk_map_rank(T* p, unsigned r) {
+  unsigned long long q;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(q) : "l"((unsigned long long)p), "r"(r));
+  return (T*)q;
+}
+
+// Barrier over every thread of the cluster; orders their shared-memory accesses (release/acquire).
+__device__ static inline void topk_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+}
+
+// 32-bit shared::cluster address of *p in block r of the cluster, and an 8-byte store to it.
+__device__ static inline unsigned topk_cluster_addr(const void* p, unsigned r) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  unsigned d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(r));
+  return d;
+}
+__device__ static inline void topk_cluster_st2(unsigned addr, topk_u32 x, topk_u32 y) {
+  asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(x), "r"(y) : "memory");
+}
+
+#endif
+
+// Step 2: bins > t go to the output, bin t to the candidate list (emit / collect: either part
+// alone, for the cluster kernel's blocks; push: the list is in another block of the cluster,
+// at shared::cluster address push_addr).
 struct TopkCollectOp {
   TopkShared* sh;
   topk_u32* cand;
   int t;
   int* out;
   const TopkTransform* tr;
+  bool emit = true;
+  bool collect = true;
+  bool push = false;
+  unsigned push_addr = 0u;
   template <bool U>
   __device__ inline void call(int idx, topk_u32 bits, bool valid) const {
     int bin = topk_bin(bits);
-    int pos = topk_reserve<U>(&sh->out_pos, valid && bin > t);
+    int pos = topk_reserve<U>(&sh->out_pos, emit && valid && bin > t);
     if (pos >= 0) out[pos] = tr->apply(idx);
-    int c = topk_reserve<U>(&sh->cand_n, valid && bin == t);
+    int c = topk_reserve<U>(&sh->cand_n, collect && valid && bin == t);
     if (c >= 0 && c < TOPK_CAP) {
+#ifdef TOPK_CLUSTER_OK
+      if (push) {
+        topk_cluster_st2(push_addr + 8u * (unsigned)c, (topk_u32)idx, bits);
+        return;
+      }
+#endif
       cand[2 * c] = (topk_u32)idx;
       cand[2 * c + 1] = bits;
     }
@@ -557,11 +623,11 @@ __device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* can
     if (r) topk_atomic_add(&sh.hist[i], r);
   }
   TOPK_SYNC();
-  for (int i = tid; i < n; i += TOPK_THREADS) {
-    if (sh.hist[i] < need) {
-      const int pos = topk_atomic_add(&sh.out_pos, 1);
-      out[pos] = tr.apply((int)cand[2 * i]);
-    }
+  // block-uniform trip count: output slots are reserved once per warp (CUDA), not per lane
+  for (int base = 0; base < n; base += TOPK_THREADS) {
+    const int i = base + tid;
+    const int pos = topk_reserve<true>(&sh.out_pos, i < n && sh.hist[i] < need);
+    if (pos >= 0) out[pos] = tr.apply((int)cand[2 * i]);
   }
 }
 
@@ -701,7 +767,7 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
 //    list through *gctr (device scope) and writes it there; topk_split_flush then appends the
 //    stage to the global list. No device-scope atomic sits on the main loop's critical path.
 // Indices stored are idx_off + the index in p[0, n).
-template <bool SPLIT, bool HIST>
+template <bool SPLIT, bool HIST, bool GSPILL = SPLIT>
 __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* __restrict__ p,
                                              int n, topk_u32 f0, topk_u2* glist, int cap,
                                              topk_u2* stage, int stage_cap, int idx_off,
@@ -765,7 +831,7 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
     if (SPLIT) {                           // warp-uniform: the warp's slots [sbase, sbase+total)
       const int lo = sbase > stage_cap ? sbase : stage_cap;
       const int over = sbase + total - lo;
-      if (over > 0) {
+      if (GSPILL && over > 0) {
         int g = 0;
         if (topk_lane() == 31u) g = topk_atomic_add_dev(gctr, over);
         dst.gdelta = __shfl_sync(TOPK_FULL, g, 31) - lo;
@@ -778,7 +844,7 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
     if (SPLIT) {
       const int lo = pos > stage_cap ? pos : stage_cap;
       const int over = pos + cnt - lo;
-      if (over > 0) dst.gdelta = topk_atomic_add_dev(gctr, over) - lo;
+      if (GSPILL && over > 0) dst.gdelta = topk_atomic_add_dev(gctr, over) - lo;
     }
 #endif
     if (km) topk_keep_store<U, HIST>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
@@ -790,7 +856,7 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
     if (!(x < thr)) {
       const topk_u32 bits = topk_canon(topk_bits(x));
       const int pos = topk_atomic_add(sctr, 1);
-      if (SPLIT && pos >= stage_cap) dst.gdelta = topk_atomic_add_dev(gctr, 1) - pos;
+      if (SPLIT && GSPILL && pos >= stage_cap) dst.gdelta = topk_atomic_add_dev(gctr, 1) - pos;
       dst.put(pos, (topk_u32)(idx_off + i), bits);
       if (HIST) topk_hist_inc(hist, topk_bin(bits));
     }
@@ -893,6 +959,51 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   return f0;
 }
 
+// A row of at most K values: all of them (transformed), then -1; no threshold bin.
+__device__ static inline void topk_short_row(int* o, int len, int K, const TopkTransform& tr,
+                                             int* bin_count) {
+  for (int i = TOPK_TID; i < K; i += TOPK_THREADS) o[i] = (i < len) ? tr.apply(i) : -1;
+  if (TOPK_TID == 0) *bin_count = 0;
+}
+
+// Zero the block's counters and histogram (all threads call it; ends with a barrier).
+__device__ static inline void topk_block_init(TopkShared& sh) {
+  if (TOPK_TID == 0) {
+    sh.out_pos = 0;
+    sh.cand_n = 0;
+    sh.eq_taken = 0;
+    sh.scratch_n = 0;
+#ifdef TOPK_PROF
+    for (int i = 0; i < TOPK_PROF_N; ++i) sh.prof[i] = 0;
+#endif
+  }
+  topk_clear_hist(sh, TOPK_BINS);
+  TOPK_SYNC();
+}
+
+// The plain path of one row (len > K): histogram of the whole row, threshold bin, collect,
+// refine. Needs the counters of sh zeroed and sh.hist cleared (as on kernel entry).
+__device__ static inline void topk_row_plain(TopkShared& sh, topk_u32* cand, const float* p,
+                                             int len, int K, int* o, const TopkTransform& tr,
+                                             int* bin_count) {
+  TopkHistOp hop;
+  hop.hist = sh.hist;
+  TopkRowSrc rs;
+  rs.p = p;
+  rs.n = len;
+  rs.visit(hop);
+  TOPK_SYNC();
+  topk_find_threshold(sh, TOPK_BINS, K);
+  TOPK_STAMP(sh, 3);
+  const int t = sh.sel_bin;
+  const int above = sh.sel_above;
+  if (TOPK_TID == 0) *bin_count = sh.hist[t];
+  TOPK_SYNC();
+  topk_finish(sh, cand, rs, t, K - above, o, tr);
+  TOPK_PROF_SYNC();
+  TOPK_STAMP(sh, 9);
+}
+
 // Split main pass (rows on few blocks): block BID handles part BID % nsplit of row
 // BID / nsplit. Every block of a row computes the same f0 from the same sample, scans its slice
 // (a multiple of 4 values long, so slices keep the row's 16-byte alignment), stages kept pairs in
@@ -962,29 +1073,14 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   const float* p = scores + (long long)row * (long long)row_stride + start;
   int* o = out + (long long)row * (long long)K;
 
-  TopkTransform tr;
-  tr.mode = mode;
-  tr.page_bits = page_bits;
-  tr.row = row;
-  tr.table = (mode == 1) ? table + (long long)row * (long long)table_stride : table;
+  const TopkTransform tr = topk_transform_of(mode, table, table_stride, page_bits, row);
 
   if (len <= K) {
-    for (int i = tid; i < K; i += TOPK_THREADS) o[i] = (i < len) ? tr.apply(i) : -1;
-    if (tid == 0) bin_counts[row] = 0;
+    topk_short_row(o, len, K, tr, bin_counts + row);
     return;
   }
 
-  if (tid == 0) {
-    sh.out_pos = 0;
-    sh.cand_n = 0;
-    sh.eq_taken = 0;
-    sh.scratch_n = 0;
-#ifdef TOPK_PROF
-    for (int i = 0; i < TOPK_PROF_N; ++i) sh.prof[i] = 0;
-#endif
-  }
-  topk_clear_hist(sh, TOPK_BINS);
-  TOPK_SYNC();
+  topk_block_init(sh);
   TOPK_STAMP(sh, 0);
 
   // Long rows: a strided sample guesses a bin t0; the main pass keeps only elements of bins
@@ -1030,26 +1126,198 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       TOPK_SYNC();
     }
   }
-  if (done) {
-    TOPK_PROF_DUMP(sh, o);
+  if (!done) topk_row_plain(sh, cand, p, len, K, o, tr, bin_counts + row);
+  TOPK_PROF_DUMP(sh, o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 8): a long row
+// is handled by one thread-block cluster of S blocks that share their shared memory (DSMEM), in
+// one kernel and without a global list:
+//  1. every block of the row computes the same f0 from the same sample (topk_sample_floor) and
+//     keeps the values of its slice with fine key >= f0 in its own dynamic shared memory (the
+//     LDS budget, TOPK_CAP entries), counting their coarse bins;
+//  2. cluster barrier; every block reads all S kept counts and histograms (DSMEM), sums them and
+//     finds the same threshold bin t; its output slots for bins > t follow those of the blocks
+//     of lower rank (prefix sums of the histograms: no cross-block atomics);
+//  3. each block emits its kept values of bins > t; block 0 also compacts its bin-t values and
+//     pulls the other blocks' bin-t values into its own list (DSMEM reads);
+//  4. cluster barrier (no block leaves while block 0 still reads its memory); block 0 finishes
+//     bin t exactly (rank or radix refine), from the row itself if bin t overflowed its list.
+// A block stage that overflows, or fewer than K kept (a bad sample), sends the row to block 0's
+// plain path (exact). Rows that are not long (len <= K, short rows) are done by block 0 alone.
+// Same arguments, output and bin_counts as topk_transform_kernel (scratch is not used).
+#if defined(TOPK_CLUSTER)
+#if defined(TOPK_HIP)
+#error "TOPK_CLUSTER needs CUDA thread-block clusters (sm_90+); HIP builds use the split kernel"
+#endif
+#ifndef TOPK_CLUSTER_PUSH
+#define TOPK_CLUSTER_PUSH 1
+#endif
+#if TOPK_CLUSTER < 2 || TOPK_CLUSTER > 8
+#error "TOPK_CLUSTER must be between 2 and 8 (portable cluster sizes)"
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "TOPK_CLUSTER needs sm_90 or later (thread-block clusters)"
+#endif
+
+extern "C" __global__ void __cluster_dims__(TOPK_CLUSTER, 1, 1) __launch_bounds__(TOPK_THREADS)
+topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
+                    const int* __restrict__ lengths, int has_lengths,
+                    const int* __restrict__ row_starts, int has_starts, int K,
+                    int* __restrict__ out, int mode, const int* __restrict__ table,
+                    int table_stride, int page_bits, int* __restrict__ bin_counts,
+                    int long_rows, int prefix_len) {
+  constexpr int S = TOPK_CLUSTER;
+  __shared__ __attribute__((aligned(16))) TopkShared sh;   // hist read as int4 across the cluster
+  __shared__ __attribute__((aligned(16))) int topk_csum[TOPK_BINS];   // the row's histogram
+  __shared__ int topk_ckept[S];          // kept count of every block of the cluster
+  extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
+  topk_u32* stage = (topk_u32*)topk_dyn;   // kept (index, bits) pairs; later the candidates
+
+  const int tid = TOPK_TID;
+  const unsigned rank = topk_cluster_rank();
+  const int row = TOPK_BID / S;
+  int start;
+  const int len = topk_row_len(row, ncols, lengths, has_lengths, row_starts, has_starts, &start);
+  const float* p = scores + (long long)row * (long long)row_stride + start;
+  int* o = out + (long long)row * (long long)K;
+  const TopkTransform tr = topk_transform_of(mode, table, table_stride, page_bits, row);
+
+  // Decisions below are uniform over the cluster (same row, same data): no block skips a
+  // cluster barrier that another one waits at.
+  if (!topk_use_long(len, K, prefix_len, long_rows)) {
+    if (rank != 0) return;
+    if (len <= K) {
+      topk_short_row(o, len, K, tr, bin_counts + row);
+      return;
+    }
+    topk_block_init(sh);
+    topk_row_plain(sh, stage, p, len, K, o, tr, bin_counts + row);
     return;
   }
 
-  TopkHistOp hop;
-  hop.hist = sh.hist;
-  TopkRowSrc rs;
-  rs.p = p;
-  rs.n = len;
-  rs.visit(hop);
+  topk_block_init(sh);
+  TOPK_STAMP(sh, 0);
+  const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+  TOPK_STAMP(sh, 1);
+  const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
+  const int off = (int)rank * chunk < len ? (int)rank * chunk : len;
+  const int n = len - off < chunk ? len - off : chunk;
+  if (n > 0)
+    topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0, nullptr, 0,
+                                      (topk_u2*)stage, TOPK_CAP, off, sh.hist);
+  topk_cluster_sync();                                   // (1) counts and histograms complete
+  TOPK_STAMP(sh, 2);
+
+  if (tid < S) topk_ckept[tid] = *topk_map_rank(&sh.scratch_n, (unsigned)tid);
+  {                          // S remote 16-byte loads in flight per thread and round
+    constexpr int V = TOPK_BINS / 4;
+    for (int i4 = tid; i4 < V; i4 += TOPK_THREADS) {
+      int4 acc = make_int4(0, 0, 0, 0);
+#pragma unroll
+      for (int r = 0; r < S; ++r) {
+        const int4 v = ((const int4*)topk_map_rank(sh.hist, (unsigned)r))[i4];
+        acc.x += v.x;
+        acc.y += v.y;
+        acc.z += v.z;
+        acc.w += v.w;
+      }
+      ((int4*)topk_csum)[i4] = acc;
+    }
+  }
   TOPK_SYNC();
-  topk_find_threshold(sh, TOPK_BINS, K);
-  TOPK_STAMP(sh, 3);
+  int kept = 0;
+  bool fits = true;
+#pragma unroll
+  for (int r = 0; r < S; ++r) {
+    kept += topk_ckept[r];
+    fits = fits && topk_ckept[r] <= TOPK_CAP;
+  }
+  if (!fits || kept < K) {                               // exact fallback: block 0, whole row
+    topk_cluster_sync();                                 // (2) nobody reads a histogram now
+    if (rank != 0) return;
+    topk_block_init(sh);
+    topk_row_plain(sh, stage, p, len, K, o, tr, bin_counts + row);
+    return;
+  }
+  topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
-  if (tid == 0) bin_counts[row] = sh.hist[t];
+  // this block's first output slot: the bins > t of the blocks of lower rank
+  int mine = 0;
+  for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
+    for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
+#ifdef TOPK_WARP_AGG
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
+  if (topk_lane() == 0u && mine) atomicAdd(&sh.out_pos, mine);
+#else
+  if (mine) topk_atomic_add(&sh.out_pos, mine);
+#endif
+  // Push: when block 0's stage has room after its own kept entries for all of bin t, every
+  // block writes its bin-t entries there directly (DSMEM stores, at offsets from the
+  // histograms); otherwise block 0 compacts its own and pulls the others' (DSMEM loads).
+  const int base0 = topk_ckept[0];
+  const bool push = TOPK_CLUSTER_PUSH && base0 + topk_csum[t] <= TOPK_CAP;
+  if (push && tid == 0) {
+    int coff = 0;
+    for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
+    sh.cand_n = coff;
+  }
   TOPK_SYNC();
-  topk_finish(sh, cand, rs, t, K - above, o, tr);
+  TOPK_STAMP(sh, 3);
+
+  TopkCollectOp cop;
+  cop.sh = &sh;
+  cop.cand = stage;
+  cop.push = push;
+  if (push) cop.push_addr = topk_cluster_addr(stage + 2 * base0, 0u);
+  cop.t = t;
+  cop.out = o;
+  cop.tr = &tr;
+  cop.collect = push || rank == 0;
+  TopkListSrc own;
+  own.p = stage;
+  own.n = topk_ckept[rank];
+  own.sync_loads = !push && rank == 0;   // pull: bin t compacts in place at the stage's front
+  own.visit(cop);
+  if (!push && rank == 0) {              // pull: then the other blocks' bin-t values, appended
+    cop.emit = false;
+    for (int r = 1; r < S; ++r) {
+      TopkListSrc rem;
+      rem.p = topk_map_rank(stage, (unsigned)r);
+      rem.n = topk_ckept[r];
+      rem.visit(cop);
+    }
+  }
+  topk_cluster_sync();                                   // (2) block 0 is done reading DSMEM
+  if (rank != 0) return;
+  TOPK_STAMP(sh, 4);
+  if (tid == 0) {
+    bin_counts[row] = topk_csum[t];
+    sh.out_pos = above;      // bin t fills the slots after every block's bins > t
+  }
+  TOPK_SYNC();
+  const int nt = topk_csum[t];   // every bin-t value of the row is in the list (kept >= f0)
+  const int need = K - above;
+  topk_u32* cl = push ? stage + 2 * base0 : stage;
+  const int room = push ? TOPK_CAP - base0 : TOPK_CAP;
+  if (nt <= TOPK_RANK_MAX && nt <= room) {
+    topk_rank_emit(sh, cl, nt, need, o, tr);
+  } else if (nt <= room) {
+    TopkListSrc ls;
+    ls.p = cl;
+    ls.n = nt;
+    topk_refine_emit(sh, ls, -1, need, o, tr);
+  } else {                   // bin t overflowed the list: exact from the row itself
+    TopkRowSrc rs;
+    rs.p = p;
+    rs.n = len;
+    topk_refine_emit(sh, rs, t, need, o, tr);
+  }
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
   TOPK_PROF_DUMP(sh, o);
 }
+#endif  // TOPK_CLUSTER

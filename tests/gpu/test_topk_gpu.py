@@ -40,6 +40,15 @@ def _run(s, lens, k=K, budget=40960, bits=8, starts=None, **kw):
     return out.cpu().numpy(), diag
 
 
+def _cluster_ok():
+    """Thread-block clusters (topk_cluster_kernel): CUDA sm_90 and later."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(0)[0] >= 9
+
+
+CLUSTER_MODES = [False, pytest.param(True, marks=pytest.mark.skipif(
+    not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)"))]
+
+
 def _assert_exact(s, lens, k, out, starts=None, what=""):
     ok, why = ref.check_topk(s, lens, k, out, row_starts=starts)
     assert ok, f"{what}: {why}"
@@ -149,55 +158,66 @@ def test_one_million_columns(name):
 
 
 # ---- split main pass (rows spread over several blocks) ----------------------------------------
-@pytest.mark.parametrize("B,L", [(1, 131072), (8, 131072), (1, 1 << 20), (8, 1 << 20)])
-def test_split_path_auto_exact(B, L):
-    """Small B, long rows: the launcher splits each row over several blocks by itself."""
+@pytest.mark.parametrize("cluster", [False, None])
+@pytest.mark.parametrize("B,L", [(1, 131072), (8, 131072), (1, 1 << 20), (8, 1 << 20), (64, 131072)])
+def test_split_path_auto_exact(B, L, cluster):
+    """Small B, long rows: the launcher splits each row over several blocks by itself (on
+    sm_90+, by default, over one thread-block cluster where the kept values fit the budget)."""
     s, lens = ref.make_case("random_normal", B, L, K, seed=B + L)
     for bits in (8, 12):
-        out, diag = _run(s, lens, K, 32768, bits)
+        out, diag = _run(s, lens, K, 32768, bits, cluster=cluster)
         assert diag["split"] >= 2, f"B={B} L={L}: split path not taken ({diag['split']})"
+        # the cluster kernel where a cluster covers the whole one-wave split and its stages fit
+        want = (cluster is None and _cluster_ok() and diag["split"] <= tk.MAX_CLUSTER
+                and tk.cluster_fits(L, K, 32768, diag["split"]))
+        assert bool(diag["cluster"]) == want, (diag["split"], diag["cluster"])
         _assert_exact(s, lens, K, out, what=f"split auto B={B} L={L} bits={bits}")
         assert np.array_equal(diag["bin_counts"].cpu().numpy(),
                               ref.threshold_bin_counts(s, lens, K, bits))
 
 
+@pytest.mark.parametrize("cluster", CLUSTER_MODES)
 @pytest.mark.parametrize("name", ref.CASES)
-def test_split_path_adversarial(name):
+def test_split_path_adversarial(name, cluster):
     """Every family through the forced split path (odd block count, unaligned row ends),
-    including the fallbacks: kept < K and scratch-list overflow (one_bin_77, all_equal)."""
+    including the fallbacks: kept < K and scratch-list (or cluster stage) overflow (one_bin_77,
+    all_equal)."""
     s, lens = ref.make_case(name, 8, 65536 + 5, K, seed=13)
     for nsplit in (3, 7):
-        out, diag = _run(s, lens, K, 40960, 8, prefix_min_row=0, split=nsplit)
-        assert diag["split"] == nsplit
-        _assert_exact(s, lens, K, out, what=f"split={nsplit} {name}")
+        out, diag = _run(s, lens, K, 40960, 8, prefix_min_row=0, split=nsplit, cluster=cluster)
+        assert diag["split"] == nsplit and diag["cluster"] == (nsplit if cluster else 0)
+        _assert_exact(s, lens, K, out, what=f"split={nsplit} cluster={cluster} {name}")
         assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, 8))
 
 
-def test_split_path_row_starts_unaligned():
+@pytest.mark.parametrize("cluster", CLUSTER_MODES)
+def test_split_path_row_starts_unaligned(cluster):
     rng = np.random.default_rng(4)
     B, L = 8, 70000
     s = rng.standard_normal((B, L)).astype(np.float32)
     starts = rng.integers(1, 2000, B).astype(np.int32)     # mostly not 16-byte aligned
     lens = (L - starts).astype(np.int32)
     lens[::3] -= 1001
-    out, diag = _run(s, lens, K, 40960, 12, starts=starts, prefix_min_row=0, split=5)
-    assert diag["split"] == 5
-    _assert_exact(s, lens, K, out, starts=starts, what="split row_starts")
+    out, diag = _run(s, lens, K, 40960, 12, starts=starts, prefix_min_row=0, split=5, cluster=cluster)
+    assert diag["split"] == 5 and bool(diag["cluster"]) == cluster
+    _assert_exact(s, lens, K, out, starts=starts, what=f"split row_starts cluster={cluster}")
 
 
-def test_split_path_overflow_fallback_1m():
-    """1M-column rows whose threshold bin holds 77%: the split scratch lists overflow and the
-    rows are redone exactly by the plain path."""
+@pytest.mark.parametrize("cluster", CLUSTER_MODES)
+def test_split_path_overflow_fallback_1m(cluster):
+    """1M-column rows whose threshold bin holds 77%: the split scratch lists (cluster: the
+    blocks' stages) overflow and the rows are redone exactly by the plain path."""
     s, lens = ref.make_case("one_bin_77", 2, 1 << 20, K, seed=17)
-    out, diag = _run(s, lens, K, 40960, 8, split=16)
-    assert diag["split"] == 16
-    _assert_exact(s, lens, K, out, what="split one_bin_77 1M")
+    out, diag = _run(s, lens, K, 40960, 8, split=16, cluster=cluster)
+    assert diag["split"] == (tk.MAX_CLUSTER if cluster else 16)
+    _assert_exact(s, lens, K, out, what=f"split one_bin_77 1M cluster={cluster}")
     pred = ref.threshold_bin_counts(s, lens, K, 8)
     assert np.array_equal(diag["bin_counts"].cpu().numpy(), pred)
 
 
+@pytest.mark.parametrize("cluster", CLUSTER_MODES)
 @pytest.mark.parametrize("order", ["ascending", "descending"])
-def test_split_path_stage_spills_to_global(order):
+def test_split_path_stage_spills_to_global(order, cluster):
     """Rows whose kept elements all sit in one slice (sorted rows: the large values at one end,
     as with recency-biased scores): that block's shared-memory stage (TOPK_SPLIT_STAGE entries)
     fills and the excess goes straight to the row's global list. Exact either way."""
@@ -208,9 +228,9 @@ def test_split_path_stage_spills_to_global(order):
         s = np.ascontiguousarray(s[:, ::-1])
     lens = np.full(B, L, np.int32)
     for bits in (8, 12):
-        out, diag = _run(s, lens, K, 32768, bits, split=4)
+        out, diag = _run(s, lens, K, 32768, bits, split=4, cluster=cluster)
         assert diag["split"] == 4
-        _assert_exact(s, lens, K, out, what=f"split sorted {order} bits={bits}")
+        _assert_exact(s, lens, K, out, what=f"split sorted {order} bits={bits} cluster={cluster}")
 
 
 def test_warp_floor_search_equals_the_serial_one():
@@ -224,9 +244,48 @@ def test_warp_floor_search_equals_the_serial_one():
         kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None, dynamic_smem=32768)
         for name in ("random_normal", "heavy_ties", "specials", "denormals", "neg_inf_padding"):
             s, lens = ref.make_case(name, 4, 131072, K, seed=5)
-            for split in (0, 4):
+            for split, cluster in ((0, False), (4, False), (4, None)):
                 st = torch.from_numpy(np.ascontiguousarray(s)).cuda()
                 lt = torch.from_numpy(np.asarray(lens, np.int32)).cuda()
-                out = tk.topk(st, K, lt, kernel=kern, split=split)
+                out = tk.topk(st, K, lt, kernel=kern, split=split, cluster=cluster)
                 torch.cuda.synchronize()
-                _assert_exact(s, lens, K, out.cpu().numpy(), what=f"verify floor {name} bits={bits} split={split}")
+                _assert_exact(s, lens, K, out.cpu().numpy(),
+                              what=f"verify floor {name} bits={bits} split={split} cluster={cluster}")
+
+
+# ---- cluster kernel (sm_90+: a row over one thread-block cluster, lists in shared memory) ------
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+@pytest.mark.parametrize("name", ref.CASES)
+@pytest.mark.parametrize("bits,threads", [(8, 512), (12, 512), (12, 256)])
+def test_cluster_kernel_families(name, bits, threads):
+    """Cluster sizes 2, 3 (odd), 4 and 8 with the page-table transform on: outputs exact, bin
+    counts as predicted (rows that fall back report the same threshold-bin population)."""
+    s, lens = ref.make_case(name, 6, 131072 + 12, K, seed=31)
+    pages = (131072 + 12 + 63) >> 6
+    perm = np.stack([np.random.default_rng(r).permutation(pages) for r in range(6)]).astype(np.int32)
+    table = torch.from_numpy(perm).cuda()
+    invperm = np.argsort(perm, axis=1)
+    for S in (2, 3, 4, tk.MAX_CLUSTER):
+        out, diag = _run(s, lens, K, 49152, bits, split=S, cluster=True, threads=threads,
+                         page_table=table, page_bits=6)
+        assert diag["cluster"] == S
+        pos = np.maximum(out, 0)                 # table position -> row index (inverse pages)
+        inv = np.where(out >= 0, (invperm[np.arange(6)[:, None], pos >> 6] << 6) | (pos & 63), -1)
+        _assert_exact(s, lens, K, inv.astype(np.int32), what=f"cluster S={S} {name} bits={bits} t={threads}")
+        assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, bits))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+def test_cluster_kernel_many_rows_and_row_starts():
+    """B >= SMs with 256-thread blocks (the cluster plan still splits), per-row lengths and
+    starts, rows short enough for the plain path and rows of at most K among them."""
+    rng = np.random.default_rng(8)
+    B, L = 160, 140000
+    s = rng.standard_normal((B, L)).astype(np.float32)
+    starts = rng.integers(0, 3000, B).astype(np.int32)
+    lens = (L - starts).astype(np.int32)
+    lens[::7] = rng.integers(0, K + 2, len(lens[::7]))
+    lens[1::9] = 40000                                      # too short for the long-row path
+    out, diag = _run(s, lens, K, 40960, 12, starts=starts, threads=256)
+    assert diag["cluster"] >= 2, diag["split"]
+    _assert_exact(s, lens, K, out, starts=starts, what="cluster many rows")
