@@ -3,7 +3,9 @@
 
     python3 benchmarks/bench_topk.py --out results/sm_90/topk_bench.csv
 
-For every budget x (B, L): median and IQR of the GPU time (CUDA events, L2 flushed by
+For every budget x coarse-key width x block size x (B, L) (the launcher's default path: on sm_90+
+split rows go to the cluster kernel; on long rows also two comparison runs: one block per row,
+and the split kernel with its global list): median and IQR of the GPU time (CUDA events, L2 flushed by
 writing a 512 MB buffer before every run (``--flush read``: by reading one, so the timed call does
 not pay the write-back of the flush's own dirty lines), then a ~1 ms GPU spin so that the host's launch
 overhead stays outside the events; the host's enqueue time per call is reported apart as
@@ -113,12 +115,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/topk_bench.csv")
     ap.add_argument("--budgets", default="32K,48K")
     ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
-    ap.add_argument("--threads", type=int, default=512)
+    ap.add_argument("--threads", default="512,256", help="block sizes to sweep")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--shapes", default="", help="e.g. 64x131072,256x1048576 (default: 4x4 grid)")
     ap.add_argument("--no-split-compare", dest="split_compare", action="store_false",
-                    help="skip the one-block-per-row (split off) run on long rows")
+                    help="skip the comparison runs on long rows: one block per row (split off) and, "
+                         "where the launcher picks the cluster kernel, the split kernel instead")
     ap.add_argument("--dist", default="random_normal", help="input family (kernels.topk.reference)")
     ap.add_argument("--flush", choices=["write", "read"], default="write",
                     help="L2 flush before each run: write a 512 MB buffer (leaves ~L2-size of dirty lines that "
@@ -144,9 +147,10 @@ def main(argv=None) -> int:
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
           f"{bw / 1e12:.2f} TB/s (read+write); L2 flush by {a.flush}", flush=True)
     bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
-    configs = [(b, nb) for nb in bits_list for b in budgets]
-    kernels = {c: tk.build(c[0], a.threads, c[1]) for c in configs}
-    # one-block-per-row reference (split off) for the first 12-bit config, on long rows only
+    threads_list = [int(v) for v in str(a.threads).split(",") if v.strip()]
+    configs = [(b, nb, nt) for nt in threads_list for nb in bits_list for b in budgets]
+    kernels = {c: tk.build(c[0], c[2], c[1]) for c in configs}
+    # comparison runs for the first 12-bit config, on long rows only
     base = next((c for c in configs if c[1] == 12), configs[0])
     rows = []
     gen = torch.Generator(device="cuda")
@@ -160,19 +164,25 @@ def main(argv=None) -> int:
         floor_us = B * L * 4 / bw * 1e6
         t_ref, iqr_ref = time_fn(torch, lambda: torch.topk(x, a.k, dim=-1, sorted=False), flush, a.reps)
         nchk = min(B, 4)
-        runs = [(bud, nbits, None) for bud, nbits in configs]
+        runs = [(c, None, None) for c in configs]
         if a.split_compare and tk.long_row_plan(L, a.k)[1]:
-            runs.append((base[0], base[1], 0))
-        for bud, nbits, split in runs:
-            kern = kernels[(bud, nbits)]
-            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split)
+            runs.append((base, 0, None))                  # one block per row
+            runs.append((base, None, False))              # split kernel + global list, never clusters
+        seen = set()
+        for cfg, split, cluster in runs:
+            bud, nbits, nthr = cfg
+            kern = kernels[cfg]
+            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split, cluster=cluster)
+            if (cfg, diag["split"], diag["cluster"]) in seen:
+                continue                                  # a comparison run that changed nothing
+            seen.add((cfg, diag["split"], diag["cluster"]))
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
             host = []
-            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split), flush, a.reps,
-                               host)
+            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cluster),
+                               flush, a.reps, host)
             host_us = _q(host, 0.5)
-            rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": a.threads,
-                         "split": diag["split"],
+            rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
+                         "split": diag["split"], "cluster": diag["cluster"],
                          "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
@@ -182,7 +192,8 @@ def main(argv=None) -> int:
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3), "flush": a.flush})
             r = rows[-1]
-            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} split={diag['split']:2d}  {med:9.1f} us (iqr {iqr:6.1f})  "
+            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} thr={nthr:4d} split={diag['split']:2d}"
+                  f"{'c' if diag['cluster'] else ' '}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  host {host_us:5.1f} us  overflow {diag['overflow_rows']}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
@@ -205,9 +216,10 @@ def summary(rows):
         if key not in best or r["median_us"] < best[key]["median_us"]:
             best[key] = r
     print("\nsummary (best config per shape)")
-    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'split':>5} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
+    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
-        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['split']:5d} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
+        sp = f"{r['split']}{'c' if r['cluster'] else ''}"
+        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
               f"{r['torch_us']:9.1f} {r['speedup_vs_torch']:7.2f}x")
     print("\ntargets (issue 4): >= 5x torch at (64,128K) and (256,1M); <= 2x floor at B=256, L>=128K")
     for (B, L), goal in (((64, 131072), "speedup"), ((256, 1 << 20), "speedup")):

@@ -16,6 +16,7 @@ in topk_split_keep_kernel first: its time is the call's minus the transform kern
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -66,6 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--bits", default="12")
     ap.add_argument("--threads", default="512")
     ap.add_argument("--split", default="auto,1", help="blocks per row: auto, or numbers")
+    ap.add_argument("--cluster", default="auto",
+                    help="cluster kernel (sm_90+): auto, on, off, or a list (auto,off); with a cluster "
+                         "the stamps are block 0's, whose thresh/collect include the cluster barriers")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--define", action="append", default=[],
@@ -89,7 +93,7 @@ def main(argv=None) -> int:
     print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
           f"{' ' + str(extra) if extra else ''}")
     cols = [p[0] for p in PHASES] + ["kernel_max"]
-    print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'call us':>8} " +
+    print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'cl':>2} {'call us':>8} " +
           " ".join(f"{c:>8}" for c in cols), flush=True)
     for shape in a.shapes.split(","):
         B, L = (int(v) for v in shape.split("x"))
@@ -101,15 +105,17 @@ def main(argv=None) -> int:
                                           dynamic_smem=budget)
                 kprof = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, {**d, "TOPK_PROF": 1},
                                            None, dynamic_smem=budget)
-                for sp in a.split.split(","):
+                for sp, cm in itertools.product(a.split.split(","), a.cluster.split(",")):
                     split = None if sp == "auto" else int(sp)
-                    out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split)
-                    med, _ = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split),
-                                     flush, a.reps)
-                    st = tk.topk(x, a.k, kernel=kprof, split=split)[:, :10].cpu().tolist()
+                    cl = {"auto": None, "on": True, "off": False}[cm]
+                    out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split,
+                                        cluster=cl)
+                    med, _ = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split,
+                                                            cluster=cl), flush, a.reps)
+                    st = tk.topk(x, a.k, kernel=kprof, split=split, cluster=cl)[:, :10].cpu().tolist()
                     ph = phase_table(st, ghz)
-                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {diag['split']:3d} {med:8.1f} " +
-                          " ".join(f"{ph[c]:8.2f}" for c in cols), flush=True)
+                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {diag['split']:3d} {diag['cluster']:2d} "
+                          f"{med:8.1f} " + " ".join(f"{ph[c]:8.2f}" for c in cols), flush=True)
         del x
         torch.cuda.empty_cache()
     return 0

@@ -12,6 +12,8 @@ for s in "$@"; do
   case $s in
     env) stage env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; python3 -c "import torch,triton,sys;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__);p=torch.cuda.get_device_properties(0);print(p)"';;
     topk_tests) stage topk_tests python3 -m pytest -q tests/gpu/test_topk_gpu.py;;
+    topk_tests_k) stage topk_tests_k python3 -m pytest -q -x tests/gpu/test_topk_gpu.py -k "${TESTS_K:-cluster}";;
+    topk_bench_quick) stage topk_bench_quick python3 benchmarks/bench_topk.py --shapes "${BENCH_SHAPES:-64x131072,256x131072,256x1048576,8x131072}" --budgets "${BENCH_BUDGETS:-32K,48K}" --bits "${BENCH_BITS:-8,12}" --out "$OUT/topk_bench_quick.csv";;
     rope_tests) stage rope_tests python3 -m pytest -q -x tests/test_rope.py;;
     engine_tests) stage engine_tests python3 -m pytest -q tests/test_engine_gpu.py;;
     topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;
