@@ -307,8 +307,6 @@ def test_split_plan_fills_one_wave():
     assert tk.split_plan(8, 131072, 0, 132) == 1                     # no long-row path: no split
     assert tk.split_plan(8, 131072, 16384, 132, split=3) == 3
     assert tk.split_plan(8, 131072, 16384, 132, split=0) == 1
-    assert tk.split_plan(1, 1 << 20, 131072, 132, max_split=8) == 8      # a cluster's cap
-    assert tk.split_plan(8, 131072, 16384, 132, split=16, max_split=8) == 8
     with pytest.raises(UserError):
         tk.split_plan(8, 131072, 16384, 132, split=-1)
 
@@ -432,6 +430,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
+    main32 = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(32768, 512, 12), [], 0.0, 32768)
     L = 131072
     prefix, scap = tk.long_row_plan(L, 2048)
 
@@ -468,6 +467,37 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     small = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(4096, 512, 8), [], 0.0, 4096)
     tk.topk(torch.zeros(64, L), 2048, kernel=small, split_kernel=split)
     assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
+    # the residency loop lowers S; a size whose stages would not fit ends it (split kernel)
+    launches.clear()
+    handles.clear()
+    most.update({S: 0 for S in range(3, 9)})   # 66 rows: 8 per row fill one wave (4 blocks/SM)
+    tk.topk(torch.zeros(66, 1 << 20), 2048, kernel=main32, split_kernel=split)
+    assert built[-2:] == [4, 3]                   # S=8..3 tried, S=2 not: its stages would overflow
+    assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
+    most.clear()
+    # a cluster kernel that cannot be built with this budget: the split kernel (automatic only)
+    launches.clear()
+
+    def no_build(*a):
+        raise UserError("cannot grant the shared memory")
+    monkeypatch.setattr(tk, "_cluster_handle", no_build)
+    tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split)
+    assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
+    with pytest.raises(UserError, match="shared memory"):
+        tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, cluster=True)
+    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    # a given split with cluster unset keeps the split kernel; cluster=True and split < 2 is an error
+    launches.clear()
+    tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, split=4)
+    assert [(n, g) for n, g, _ in launches] == [(tk.SPLIT_KERNEL_NAME, (32,)), (tk.KERNEL_NAME, (8,))]
+    with pytest.raises(UserError, match="split >= 2"):
+        tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, split=1, cluster=True)
+    # cluster=True with no resident cluster size: an error that says what to do
+    most.update({S: 0 for S in range(2, 9)})
+    handles.clear()
+    with pytest.raises(UserError, match="split=S"):
+        tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, cluster=True)
+    most.clear()
     # forced: cluster=True with split beyond a cluster's size is capped; not on gfx or sm_80
     launches.clear()
     out, diag = tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, split=16,
@@ -479,6 +509,9 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
             tk.topk(torch.zeros(8, L), 2048, kernel=other, split_kernel=split, cluster=True)
     with pytest.raises(UserError, match="long rows"):
         tk.topk(torch.zeros(8, 8192), 2048, kernel=main, split_kernel=split, cluster=True)
+    launches.clear()
+    tk.topk(torch.zeros(0, L), 2048, kernel=main, split_kernel=split, cluster=True)   # no rows: nothing
+    assert launches == []
 
 
 def test_cluster_fits():

@@ -61,14 +61,14 @@ def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple
 
 
 def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
-               blocks_per_sm: int = 2, max_split: int | None = None) -> int:
+               blocks_per_sm: int = 2) -> int:
     """Blocks per row of the split main pass (1: one block per row, no split kernel).
 
     ``split=None`` chooses: nothing when B >= the SM count, else as many blocks per row as fit
     in one wave (B*S <= blocks_per_sm * num_sms: every block of the main pass resident at
     once), each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path
     (scratch_cap > 0) split. An int forces that many (still capped so that no slice is empty);
-    0 or 1 disables it. ``max_split`` caps either (a cluster holds at most MAX_CLUSTER blocks).
+    0 or 1 disables it.
     """
     if not scratch_cap or B <= 0 or L <= 0:
         return 1
@@ -82,8 +82,6 @@ def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
         if s < 0:
             raise UserError(f"split must be >= 0 blocks per row, got {split}")
         s = min(s, max(1, L // 4))
-    if max_split is not None:
-        s = min(s, int(max_split))
     return s if s >= 2 else 1
 
 
@@ -150,13 +148,21 @@ def _cluster_handle(handle, S: int, budget, threads, bits, dev):
 
 
 def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev):
-    """Cluster size for the cluster kernel, or 0 to use the other kernels (see ``topk``)."""
+    """Cluster size for the cluster kernel, or 0 to use the other kernels (see ``topk``).
+
+    Automatic (cluster=None, split=None): on sm_90+ where a cluster covers the whole one-wave
+    split and a block's kept values are expected to fit its stage, with S lowered until the
+    driver says every row's cluster is resident at once; 0 wherever that fails (including a
+    cluster kernel that cannot be built with this budget). cluster=True: S = split (2..8), or the
+    automatic S without the fit rule; an error where no cluster can be used. A given split with
+    cluster unset keeps the split kernel.
+    """
     from tuner import rtc
 
-    if cluster is False or (split is not None and int(split) < 2):
+    if cluster is False or (cluster is None and split is not None):
         return 0
-    if cluster is None and split is not None and int(split) > MAX_CLUSTER:
-        return 0                                        # more blocks than a cluster holds
+    if cluster and split is not None and int(split) < 2:
+        raise UserError(f"cluster=True needs split >= 2 (or split unset), got split={split}")
     if not cluster_capable(getattr(handle, "arch", None)):
         if cluster:
             raise UserError(f"cluster=True needs a CUDA device of sm_90 or later (thread-block "
@@ -164,30 +170,39 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
         return 0
     nthreads = int(handle.defines.get("TOPK_THREADS", threads))
     smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
+    if split is not None:
+        return min(split_plan(B, L, scap, nsms, split), MAX_CLUSTER)
     # blocks/SM: the driver's answer for the main kernel (same threads and budget; asked once
     # per kernel); the resident-cluster query below checks the cluster kernel itself
     per_sm = handle.info.get("blocks_per_sm")
     if per_sm is None:
         per_sm = handle.info["blocks_per_sm"] = rtc.occupancy_query(handle, nthreads, smem) or 1
-    full = split_plan(B, L, scap, nsms, split, per_sm)
-    S = min(full, MAX_CLUSTER)
-    if S < 2:
+    full = split_plan(B, L, scap, nsms, None, per_sm)
+    # Automatic: only where a cluster covers the whole one-wave split (few rows want more
+    # blocks than a cluster holds: the split kernel's wider split is faster there, e.g. (1, 1M)
+    # on the H200: 35.6 us with 64 blocks vs 44.8 us with a cluster of 8).
+    if not cluster and full > MAX_CLUSTER:
         return 0
-    if not cluster and split is None:
-        # Automatic: only where a cluster covers the whole one-wave split (few rows want more
-        # blocks than a cluster holds: the split kernel's wider split is faster there, e.g.
-        # (1, 1M) on the H200: 35.6 us with 64 blocks vs 44.8 us with a cluster of 8), and where
-        # a block's kept values are expected to fit its stage.
-        if full > MAX_CLUSTER or not cluster_fits(L, k, smem, S):
-            return 0
+    S = min(full, MAX_CLUSTER)
     while S >= 2:                                       # every cluster resident at once (one wave)
-        ch = _cluster_handle(handle, S, budget, threads, bits, dev)
-        most = ch.info.get(("max_clusters", nthreads))
-        if most is None:
-            most = ch.info[("max_clusters", nthreads)] = rtc.max_active_clusters(ch, S, nthreads, smem)
-        if most is None or B <= most or split is not None:
+        if not cluster and not cluster_fits(L, k, smem, S):
+            return 0                                    # (a smaller S keeps more per block)
+        try:
+            ch = _cluster_handle(handle, S, budget, threads, bits, dev)
+        except UserError:
+            if cluster:
+                raise
+            return 0      # e.g. budget + the cluster kernel's static shared memory too large
+        key = ("max_clusters", nthreads)
+        if key not in ch.info:
+            ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, smem)
+        most = ch.info[key]
+        if most is None or B <= most:
             return S
         S -= 1
+    if cluster:
+        raise UserError(f"cluster=True: no cluster size from 2 to {MAX_CLUSTER} keeps all {B} rows "
+                        "resident at once here; pass split=S to force one, or leave cluster unset")
     return 0
 
 
@@ -218,10 +233,12 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
     ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
     one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
-    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it where a
-    block's kept values are expected to fit its budget (``cluster_fits``), True insists (at
-    most MAX_CLUSTER blocks per row), False keeps the split kernel and the list in global
-    memory."""
+    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
+    unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
+    row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
+    global memory. A row whose kept values crowd into one slice (sorted or strongly
+    position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
+    slower); the split kernel spills to global memory instead."""
     import torch
 
     from tuner import rtc
@@ -271,7 +288,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
                 per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
         if not ncluster:
             nsplit = split_plan(B, L, scap, nsms, split, per_sm)
-    elif cluster:
+    elif cluster and B:
         raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
                         f"L={L} < prefix_min_row={prefix_min_row} or < 16k); leave cluster unset")
     split_kept = dummy

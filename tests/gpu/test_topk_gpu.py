@@ -244,7 +244,7 @@ def test_warp_floor_search_equals_the_serial_one():
         kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None, dynamic_smem=32768)
         for name in ("random_normal", "heavy_ties", "specials", "denormals", "neg_inf_padding"):
             s, lens = ref.make_case(name, 4, 131072, K, seed=5)
-            for split, cluster in ((0, False), (4, False), (4, None)):
+            for split, cluster in ((0, False), (4, False), (4, _cluster_ok())):
                 st = torch.from_numpy(np.ascontiguousarray(s)).cuda()
                 lt = torch.from_numpy(np.asarray(lens, np.int32)).cuda()
                 out = tk.topk(st, K, lt, kernel=kern, split=split, cluster=cluster)
@@ -277,8 +277,8 @@ def test_cluster_kernel_families(name, bits, threads):
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
 def test_cluster_kernel_many_rows_and_row_starts():
-    """B >= SMs with 256-thread blocks (the cluster plan still splits), per-row lengths and
-    starts, rows short enough for the plain path and rows of at most K among them."""
+    """B >= SMs with 256-thread blocks (a forced cluster of 2), per-row lengths and starts, rows
+    short enough for the plain path and rows of at most K among them."""
     rng = np.random.default_rng(8)
     B, L = 160, 140000
     s = rng.standard_normal((B, L)).astype(np.float32)
@@ -286,6 +286,6 @@ def test_cluster_kernel_many_rows_and_row_starts():
     lens = (L - starts).astype(np.int32)
     lens[::7] = rng.integers(0, K + 2, len(lens[::7]))
     lens[1::9] = 40000                                      # too short for the long-row path
-    out, diag = _run(s, lens, K, 40960, 12, starts=starts, threads=256)
-    assert diag["cluster"] >= 2, diag["split"]
+    out, diag = _run(s, lens, K, 40960, 12, starts=starts, threads=256, split=2, cluster=True)
+    assert diag["cluster"] == 2, diag["split"]
     _assert_exact(s, lens, K, out, starts=starts, what="cluster many rows")
