@@ -21,7 +21,7 @@ from tuner.output import console, emit_json
 from tuner.profiles import load_topk_profile
 from tuner.results import SCHEMA, results_path, write_results
 from tuner.targets import load_target
-from tuner.units import parse_size, parse_size_list
+from tuner.units import parse_int_list, parse_size, parse_size_list
 
 
 def _measured_stats(scores: str, bits: int, k: int):
@@ -58,7 +58,8 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.command("topk")
 @click.option("--target", "target_name", required=True, help="Target, e.g. gfx950, gfx942, sm_90.")
 @click.option("--budgets", help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
-@click.option("--threads", type=int, help="Threads per block (default: profile, 512).")
+@click.option("--threads", help="Threads per block (default: profile, 512); the timed sweep takes a list, "
+                                "e.g. 512,1024.")
 @click.option("--static-lds", help="Static LDS per block (default: profile, ~7 KiB until measured).")
 @click.option("--bits", type=click.Choice(["8", "12"]), help="Coarse-key width (default: profile, 8).")
 @click.option("--required-context", type=int, help="Tokens a row must hold (default 1048576).")
@@ -83,18 +84,25 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = int(bits) if bits else profile.coarse_bits
+    threads_list = parse_int_list(threads, "--threads") if threads is not None else [profile.threads]
+    threads_list = list(dict.fromkeys(threads_list))      # order kept, repeats dropped
     max_cand, tie_summary, stats = None, None, None
     if scores:
         stats = _measured_stats(scores, nbits, profile.k)
         max_cand, tie_summary = int(stats.max_candidates[nbits]), stats.to_dict()
-    sweep = build_sweep(profile, budgets, threads, static_lds, nbits, required_context, headroom, max_cand)
+    sweep = build_sweep(profile, budgets, threads_list[0], static_lds, nbits, required_context, headroom,
+                        max_cand)
     if not analytic:
         from tuner.targets import detect
 
         if detect()["target"] == target.name:
             _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, fresh,
-                        devices, timeout_s, isolate, as_json, tie_summary)
+                        devices, timeout_s, isolate, as_json, tie_summary, threads_list)
             return
+    if len(threads_list) > 1:
+        raise UserError(f"--threads {threads}: the analytic sweep compares budgets at one block size (blocks per "
+                        f"{'CU' if target.is_amd else 'SM'} are not comparable across sizes); give one value, or "
+                        "run on a GPU of this target for the timed sweep, which takes several")
     rows = topk_rows(target, sweep)
     if stats is not None:
         _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
@@ -212,8 +220,13 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
             "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}
 
 
+def timed_configs(sweep, threads_list) -> list[dict]:
+    """The timed sweep's configs: every budget at every block size (one coarse-key width)."""
+    return [{"lds_budget": b, "threads": int(t), "bits": sweep.bits} for t in threads_list for b in sweep.budgets]
+
+
 def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices, timeout_s, isolate,
-                 as_json, tie_summary) -> None:
+                 as_json, tie_summary, threads_list=None) -> None:
     from kernels.topk.family import TopkFamily
     from tuner.analysis import capacity_for
     from tuner.export import collect_defines, render_header
@@ -225,9 +238,10 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
     batches = parse_int_list(batch, "--batch")
     lens = parse_size_list(lengths, "--lengths")
     workloads = [{"B": b, "L": n, "K": profile.k} for b in batches for n in lens]
-    fam = TopkFamily(budgets=sweep.budgets, threads=(sweep.threads,), bits=(sweep.bits,), k=profile.k)
-    configs = [{"lds_budget": b, "threads": sweep.threads, "bits": sweep.bits} for b in sweep.budgets]
-    checks: dict[int, dict] = {}
+    threads_list = list(threads_list or [sweep.threads])
+    fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
+    configs = timed_configs(sweep, threads_list)
+    checks: dict[tuple, dict] = {}
 
     def fits(config):
         occ = occupancy(target, KernelResources(threads=config["threads"], static_lds=sweep.static_lds,
@@ -235,16 +249,16 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
         return occ.fits, occ.reason
 
     def annotate(config):
-        b = int(config["lds_budget"])
+        b, t = int(config["lds_budget"]), int(config["threads"])
         if not fits(config)[0]:
             return {}
-        if b not in checks:
+        if (b, t) not in checks:
             try:
-                checks[b] = _occupancy_check(target, sweep, config)
+                checks[(b, t)] = {**_occupancy_check(target, sweep, config), "threads": t}
             except Exception as e:  # noqa: BLE001 - the sweep's row already says why it failed
-                checks[b] = {"lds_budget_bytes": b, "model_agrees_with_driver": None,
-                             "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
-        return checks[b]
+                checks[(b, t)] = {"lds_budget_bytes": b, "threads": t, "model_agrees_with_driver": None,
+                                  "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
+        return checks[(b, t)]
 
     def admissible(config, workload):
         cap = capacity_for(sweep, int(config["lds_budget"]))
@@ -271,7 +285,8 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
                     isolate=isolate, as_json=as_json, fits=fits, annotate=annotate,
                     peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9, columns=cols, after_write=after_write,
                     assumptions=lambda: {
-                        "threads": sweep.threads, "coarse_bits": sweep.bits,
+                        "threads": threads_list[0] if len(threads_list) == 1 else threads_list,
+                        "coarse_bits": sweep.bits,
                         "static_lds_for_pruning": sweep.static_lds,
                         "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
                         "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
@@ -284,7 +299,8 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
         from tuner.output import console
 
         for c in disagree:
-            console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B: "
+            console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B, "
+                          f"{c.get('threads')} threads: "
                           f"model {c['blocks_per_cu']}, driver {c['driver_blocks_per_cu']} blocks/{unit}")
     return run
 
