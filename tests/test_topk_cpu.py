@@ -519,3 +519,26 @@ def test_cluster_fits():
     assert tk.cluster_fits(131072, 2048, 32768, 4)
     assert not tk.cluster_fits(131072, 2048, 32768, 1)       # a whole row's ~4.6K x 1.5
     assert tk.cluster_fits(1 << 20, 2048, 49152, 2) and not tk.cluster_fits(1 << 20, 2048, 40960, 2)
+
+
+@pytest.mark.parametrize("tool", ["clang-19", "nvcc"])
+def test_cluster_kernel_refuses_targets_without_clusters(tool, tmp_path):
+    """-DTOPK_CLUSTER builds stop with a message that says why on HIP (gfx942) and on sm_80,
+    and build for sm_90 (nvcc) with the cluster kernel in the output."""
+    import subprocess
+
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} not installed")
+    opts = rtc.build_options({**tk.defines(32768, 512, 12), "TOPK_CLUSTER": 2})
+    if tool == "clang-19":
+        cmd = offline.hip_command("gfx942", opts, str(tmp_path / "t.s"))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert p.returncode != 0 and "TOPK_CLUSTER needs CUDA thread-block clusters" in p.stderr
+        return
+    p = subprocess.run(offline.nvcc_command("80", opts, str(tmp_path / "t.cubin")), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode != 0 and "needs sm_90 or later" in p.stderr
+    p = subprocess.run(offline.nvcc_command("90", opts, str(tmp_path / "t.cubin")), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "topk_cluster_kernel" in p.stderr          # ptxas -v names every entry it compiled
