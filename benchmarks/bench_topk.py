@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/topk_bench.csv")
     ap.add_argument("--budgets", default="32K,48K")
     ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
-    ap.add_argument("--threads", default="512,256", help="block sizes to sweep")
+    ap.add_argument("--threads", default="512,1024", help="block sizes to sweep")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--shapes", default="", help="e.g. 64x131072,256x1048576 (default: 4x4 grid)")
