@@ -56,8 +56,8 @@ def test_options_override_the_profile(tmp_path):
 
 
 def test_threads_list_is_for_the_timed_sweep(tmp_path):
-    from tuner.analysis import TopkSweep
-    from tuner.commands.topk import timed_configs
+    from kernels.topk.family import TopkFamily
+    from tuner.engine.sweep import default_configs
 
     r = tune("topk", "--target", "gfx950", "--threads", "512,1024", "--out", tmp_path)
     assert_user_error(r, "one value")
@@ -65,11 +65,11 @@ def test_threads_list_is_for_the_timed_sweep(tmp_path):
     assert_user_error(tune("topk", "--target", "gfx950", "--threads", "512,x", "--out", tmp_path), "'x'")
     doc = tune_json("topk", "--target", "gfx950", "--threads", "256,256", "--out", tmp_path)
     assert doc["assumptions"]["threads"] == 256                 # a repeated value is one value
-    sweep = TopkSweep(budgets=(32768, 49152), threads=512, static_lds=0, bytes_per_entry=8, bits=12,
-                      required_context=1, headroom=1.0)
-    assert timed_configs(sweep, [512, 1024]) == [
-        {"lds_budget": 32768, "threads": 512, "bits": 12}, {"lds_budget": 49152, "threads": 512, "bits": 12},
-        {"lds_budget": 32768, "threads": 1024, "bits": 12}, {"lds_budget": 49152, "threads": 1024, "bits": 12}]
+    # the timed sweep's configs (the family built from the list): every budget at every block size
+    fam = TopkFamily(budgets=(32768, 49152), threads=(512, 1024), bits=(12,))
+    assert default_configs(fam) == [
+        {"lds_budget": 32768, "threads": 512, "bits": 12}, {"lds_budget": 32768, "threads": 1024, "bits": 12},
+        {"lds_budget": 49152, "threads": 512, "bits": 12}, {"lds_budget": 49152, "threads": 1024, "bits": 12}]
 
 
 def test_budget_over_the_workgroup_maximum_is_a_row_not_a_crash(tmp_path):

@@ -112,39 +112,35 @@ def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, devic
                               dynamic_smem=int(budget))
 
 
-_SPLIT_HANDLES: dict = {}   # (options, arch) of a main handle -> its split kernel (no host work)
+_DERIVED_HANDLES: dict = {}   # (name, options, arch, device, extra macros) -> kernel
 _NUM_SMS: dict = {}
 
 
-def _split_handle(handle, budget, threads, bits, dev):
-    """The split main-pass kernel built with every macro of ``handle`` (no dynamic shared memory)."""
-    key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev))
-    h = _SPLIT_HANDLES.get(key)
+def _derived_handle(handle, name, extra: dict, dynamic_smem: int, budget, threads, bits, dev):
+    """Kernel ``name`` of topk.cuh built with every macro of ``handle`` plus ``extra`` (cached:
+    no host work after the first call)."""
+    key = (name, tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev),
+           tuple(sorted(extra.items())))
+    h = _DERIVED_HANDLES.get(key)
     if h is None:
         from tuner import rtc
 
-        d = dict(handle.defines or defines(budget, threads, bits))   # extra macros carry over
-        h = rtc.compile_kernel(read_source(), SPLIT_KERNEL_NAME, d, dev)
-        _SPLIT_HANDLES[key] = h
+        d = {**(handle.defines or defines(budget, threads, bits)), **extra}   # extra macros carry over
+        h = rtc.compile_kernel(read_source(), name, d, dev, dynamic_smem=dynamic_smem)
+        _DERIVED_HANDLES[key] = h
     return h
 
 
-_CLUSTER_HANDLES: dict = {}   # (options, arch, device, S) -> the cluster kernel of a main handle
+def _split_handle(handle, budget, threads, bits, dev):
+    """The split main-pass kernel (no dynamic shared memory)."""
+    return _derived_handle(handle, SPLIT_KERNEL_NAME, {}, 0, budget, threads, bits, dev)
 
 
 def _cluster_handle(handle, S: int, budget, threads, bits, dev):
-    """The cluster kernel with every macro of ``handle`` and TOPK_CLUSTER=S (same budget)."""
-    key = (tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev), int(S))
-    h = _CLUSTER_HANDLES.get(key)
-    if h is None:
-        from tuner import rtc
-
-        d = dict(handle.defines or defines(budget, threads, bits))
-        d["TOPK_CLUSTER"] = int(S)
-        smem = int(d.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
-        h = rtc.compile_kernel(read_source(), CLUSTER_KERNEL_NAME, d, dev, dynamic_smem=smem)
-        _CLUSTER_HANDLES[key] = h
-    return h
+    """The cluster kernel with TOPK_CLUSTER=S (same budget)."""
+    smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
+    return _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, budget, threads,
+                           bits, dev)
 
 
 def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev):
@@ -278,28 +274,27 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
         if nsms is None:
             nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
         ncluster = _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev)
-        per_sm = 2
         if ncluster:
             nsplit = ncluster
-        elif split is None and B < nsms:
-            skern = split_handle()
-            per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
-            if per_sm is None:
-                per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
-        if not ncluster:
+        else:
+            per_sm = 2
+            if split is None and B < nsms:
+                skern = split_handle()
+                per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
+                if per_sm is None:
+                    per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
             nsplit = split_plan(B, L, scap, nsms, split, per_sm)
     elif cluster and B:
         raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
                         f"L={L} < prefix_min_row={prefix_min_row} or < 16k); leave cluster unset")
     split_kept = dummy
+    # arguments every kernel takes first (rows), then those of the two that write the output
+    row_args = [scores, scores.stride(0), L, lengths if lengths is not None else dummy, int(lengths is not None),
+                row_starts if row_starts is not None else dummy, int(row_starts is not None), int(k)]
+    out_args = [out, mode, table, int(tstride), int(page_bits), bin_counts]
     if B and ncluster:
         ck = _cluster_handle(handle, ncluster, budget, threads, bits, dev)
-        rtc.launch(ck, (B * ncluster,), (nthreads,), [
-            scores, scores.stride(0), L,
-            lengths if lengths is not None else dummy, int(lengths is not None),
-            row_starts if row_starts is not None else dummy, int(row_starts is not None),
-            int(k), out, mode, table, int(tstride), int(page_bits), bin_counts,
-            int(scap), int(prefix)])
+        rtc.launch(ck, (B * ncluster,), (nthreads,), [*row_args, *out_args, int(scap), int(prefix)])
     elif B:
         scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
         if nsplit > 1:
@@ -307,17 +302,10 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
             # per row: the kept-list length, then the coarse histogram of the kept values
             rec = 1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", bits)))
             split_kept = torch.zeros((B * rec,), dtype=torch.int32, device=dev)
-            rtc.launch(skern, (B * nsplit,), (nthreads,), [
-                scores, scores.stride(0), L,
-                lengths if lengths is not None else dummy, int(lengths is not None),
-                row_starts if row_starts is not None else dummy, int(row_starts is not None),
-                int(k), scratch, int(scap), int(prefix), split_kept, int(nsplit)])
-        rtc.launch(handle, (B,), (nthreads,), [
-            scores, scores.stride(0), L,
-            lengths if lengths is not None else dummy, int(lengths is not None),
-            row_starts if row_starts is not None else dummy, int(row_starts is not None),
-            int(k), out, mode, table, int(tstride), int(page_bits), bin_counts,
-            scratch, int(scap), int(prefix), split_kept, int(nsplit > 1)])
+            rtc.launch(skern, (B * nsplit,), (nthreads,),
+                       [*row_args, scratch, int(scap), int(prefix), split_kept, int(nsplit)])
+        rtc.launch(handle, (B,), (nthreads,),
+                   [*row_args, *out_args, scratch, int(scap), int(prefix), split_kept, int(nsplit > 1)])
     if not return_diagnostics:
         return out
     cap = capacity(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)))

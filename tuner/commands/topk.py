@@ -220,15 +220,11 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
             "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}
 
 
-def timed_configs(sweep, threads_list) -> list[dict]:
-    """The timed sweep's configs: every budget at every block size (one coarse-key width)."""
-    return [{"lds_budget": b, "threads": int(t), "bits": sweep.bits} for t in threads_list for b in sweep.budgets]
-
-
 def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices, timeout_s, isolate,
-                 as_json, tie_summary, threads_list=None) -> None:
+                 as_json, tie_summary, threads_list) -> None:
     from kernels.topk.family import TopkFamily
     from tuner.analysis import capacity_for
+    from tuner.engine.sweep import default_configs
     from tuner.export import collect_defines, render_header
     from tuner.fsutil import atomic_write_text
     from tuner.occupancy import KernelResources, occupancy
@@ -238,9 +234,8 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
     batches = parse_int_list(batch, "--batch")
     lens = parse_size_list(lengths, "--lengths")
     workloads = [{"B": b, "L": n, "K": profile.k} for b in batches for n in lens]
-    threads_list = list(threads_list or [sweep.threads])
     fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
-    configs = timed_configs(sweep, threads_list)
+    configs = default_configs(fam)        # every budget at every block size
     checks: dict[tuple, dict] = {}
 
     def fits(config):
