@@ -88,10 +88,11 @@ def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
 def cluster_fits(L: int, k: int, budget: int, S: int) -> bool:
     """Whether a cluster block's slice is expected to keep few enough values for its stage.
 
-    The sample aims at about 2k + L/256 kept values per row (twice the expected count above
-    the k-th largest, plus a margin); a block keeps 1/S of them. With 50% headroom for the
-    coarse bin's width and sampling noise they must fit the budget's entries, or a row would
-    often take the (exact, slower) whole-row fallback.
+    The sample aims at about 1.5k + L/256 kept values per row (1.5 times the expected count
+    above the k-th largest, plus a margin: TOPK_SAMPLE_MARGIN in topk.cuh); the rule counts
+    2k + L/256 (the kernel's aim before v8, kept: it only adds headroom), a block keeps 1/S of
+    them. With 50% more headroom for the coarse bin's width and sampling noise they must fit
+    the budget's entries, or a row would often take the (exact, slower) whole-row fallback.
     """
     per_block = (2 * int(k) + int(L) // 256) / max(1, int(S))
     return 1.5 * per_block <= capacity(budget)

@@ -27,8 +27,8 @@
 //  (the host compares it with the capacity to count overflowed rows), and the row is finished
 //  exactly by running the same radix passes over the source in global memory instead.
 //  Long rows (prefix_len >= K, len > 2 * prefix_len, len >= 16 K; the host enables it from
-//  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about twice the
-//  expected sample count above the K-th largest), turned into the exact smallest fine key f0 of
+//  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about 1.5 times
+//  the expected sample count above the K-th largest, TOPK_SAMPLE_MARGIN), turned into the exact smallest fine key f0 of
 //  bin t0. One pass over the row copies the (index, bits) pairs with fine key >= f0 (= bin >= t0)
 //  into a per-row global scratch list; steps 1-3 then run on that list. If fewer than K were
 //  kept (the guess was too high) or the list overflowed, the row is done the plain way above:
@@ -214,6 +214,8 @@ struct TopkShared {
   int scratch_n;    // scratch list entries appended (may exceed its capacity)
 #ifdef TOPK_PROF
   long long prof[TOPK_PROF_N];
+  unsigned long long gt0;   // global timer (ns) at the block's start, and its SM
+  unsigned smid;
 #endif
 };
 
@@ -221,7 +223,17 @@ struct TopkShared {
 // cycle counter at phase ends (after a barrier: every thread has finished the phase) and the
 // row's first TOPK_PROF_N outputs are overwritten with cycles since the start (-1: not reached).
 // Stamps: 0 start, 1 sample, 2 keep pass, 3 threshold bin, 4 collect, 5-8 radix passes, 9 end.
+// Outputs 10-14 (K >= 15): the global timer (ns, low and high words) at the block's start and
+// end, and the block's SM (the launch's timeline across blocks).
 #ifdef TOPK_PROF
+#if defined(TOPK_HIP)
+#error "TOPK_PROF (benchmarks/profile_topk.py) reads CUDA's cycle counter and global timer"
+#endif
+__device__ static inline unsigned long long topk_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 #define TOPK_STAMP(sh, i) do { if (TOPK_TID == 0) (sh).prof[i] = (long long)clock64(); } while (0)
 #define TOPK_PROF_SYNC() TOPK_SYNC()
 #else
@@ -740,20 +752,43 @@ struct TopkKeepDst {
   }
 };
 
+// Index of the lowest set bit of a nonzero mask.
+__device__ static inline int topk_ctz(unsigned m) {
+#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
+  return __ffs((int)m) - 1;
+#else
+  return __builtin_ctz(m);
+#endif
+}
+
+// Value j (0 <= j < 4 * U) of a lane's U loaded float4, by a select tree (a run-time index into
+// the register array would put it in local memory).
+template <int U>
+__device__ static inline float topk_pick(const topk_f4* q, int j) {
+  const int c = j & 3;
+  float x = 0.0f;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const topk_f4& a = q[u];
+    const float y = c == 0 ? a.x : c == 1 ? a.y : c == 2 ? a.z : a.w;
+    x = (j >> 2) == u ? y : x;
+  }
+  return x;
+}
+
 template <int U, bool HIST>
 __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int pos, int i4_0,
                                               int head, int idx_off, const TopkKeepDst& dst,
                                               int* hist) {
-#pragma unroll
-  for (int j = 0; j < 4 * U; ++j) {
-    if (km & (1u << j)) {
-      const topk_f4& a = q[j >> 2];
-      float x = (j & 3) == 0 ? a.x : (j & 3) == 1 ? a.y : (j & 3) == 2 ? a.z : a.w;
-      topk_u32 bits = topk_canon(topk_bits(x));
-      dst.put(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
-      if (HIST) topk_hist_inc(hist, topk_bin(bits));
-      ++pos;
-    }
+  // one trip per kept value of this lane (few: the warp runs as many trips as its busiest lane),
+  // not one predicated step per loaded value
+  while (km) {
+    const int j = topk_ctz(km);
+    km &= km - 1u;
+    const topk_u32 bits = topk_canon(topk_bits(topk_pick<U>(q, j)));
+    dst.put(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
+    if (HIST) topk_hist_inc(hist, topk_bin(bits));
+    ++pos;
   }
 }
 
@@ -774,7 +809,11 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
                                              int* hist) {
   constexpr int U = TOPK_KEEP_UNROLL;
   const int tid = TOPK_TID;
+#ifdef TOPK_PROBE_KEEP_NONE   // diagnostic only: keep nothing (the row then takes the plain path)
+  const float thr = topk_float(0x7F800000u);
+#else
   const float thr = topk_keep_threshold(f0);
+#endif
   TopkKeepDst dst;
   dst.stage = SPLIT ? stage : glist;
   dst.stage_cap = SPLIT ? stage_cap : cap;
@@ -887,6 +926,9 @@ __device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, int* g
 #ifndef TOPK_SPLIT_STAGE
 #define TOPK_SPLIT_STAGE 2560   // shared-memory list entries of one split block (20 KiB)
 #endif
+#ifndef TOPK_SAMPLE_MARGIN
+#define TOPK_SAMPLE_MARGIN 150   // the sample aims at this percentage of the expected count
+#endif
 #ifndef TOPK_SAMPLE_RUN
 #define TOPK_SAMPLE_RUN 4   // consecutive float4 per sample run (1: scattered 16-byte loads)
 #endif
@@ -907,7 +949,7 @@ __device__ static inline bool topk_use_long(int len, int K, int prefix_len, int 
   return prefix_len >= K && len > 2 * prefix_len && scratch_cap > 0 && len >= 16 * K;
 }
 
-// Long rows: a strided sample guesses a bin t0 that about 2K*4096/len + 16 sample values
+// Long rows: a strided sample guesses a bin t0 that about 1.5K*4096/len + 16 sample values
 // reach; returns f0, the smallest fine key of bin t0. Deterministic (the same f0 in every block
 // that samples the same row). Needs sh.hist cleared on entry; leaves it cleared.
 __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float* p, int len,
@@ -939,7 +981,8 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
     topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].w))));
   }
   TOPK_SYNC();
-  long long want = 2ll * K * (4 * TOPK_SAMPLE4) / len + 16;   // twice the expected count
+  // TOPK_SAMPLE_MARGIN percent of the expected count (default 1.5 times it), plus 16
+  long long want = (long long)TOPK_SAMPLE_MARGIN * K * (4 * TOPK_SAMPLE4) / (100ll * len) + 16;
   topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
 #ifdef TOPK_WARP_AGG
   if (tid < 32) {                  // warp 0: a 32-way search (7 rounds instead of 32 steps)
@@ -975,6 +1018,8 @@ __device__ static inline void topk_block_init(TopkShared& sh) {
     sh.scratch_n = 0;
 #ifdef TOPK_PROF
     for (int i = 0; i < TOPK_PROF_N; ++i) sh.prof[i] = 0;
+    sh.gt0 = topk_globaltimer();
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sh.smid));
 #endif
   }
   topk_clear_hist(sh, TOPK_BINS);
@@ -1045,9 +1090,16 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
 #ifdef TOPK_PROF
 __device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
   TOPK_SYNC();
-  if (TOPK_TID == 0)
+  if (TOPK_TID == 0) {
     for (int i = 0; i < TOPK_PROF_N; ++i)
       o[i] = sh.prof[i] ? (int)(sh.prof[i] - sh.prof[0]) : -1;
+    const unsigned long long gt1 = topk_globaltimer();   // outputs 10-14: timeline
+    o[10] = (int)(unsigned)sh.gt0;
+    o[11] = (int)(unsigned)(sh.gt0 >> 32);
+    o[12] = (int)(unsigned)gt1;
+    o[13] = (int)(unsigned)(gt1 >> 32);
+    o[14] = (int)sh.smid;
+  }
 }
 #define TOPK_PROF_DUMP(sh, o) topk_prof_dump(sh, o)
 #else
