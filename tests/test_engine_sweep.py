@@ -156,3 +156,33 @@ def test_two_workers_share_the_queue_and_options_parse():
         parse_devices("gpu0")
     res = run_sweep(FaultFamily(n=4), timer=FakeTimer(), progress=False, devices=["cpu", "cpu"], timeout_s=30)
     assert res.counts() == {"ok": 8} and res.n_measured == 8
+
+
+def test_progress_off_a_terminal_prints_plain_lines(capsys):
+    # pytest's stderr is not a terminal: the sweep reports progress as plain lines (a log file or
+    # a remote run shows how far a long sweep got), ending with every point done
+    run_sweep(FaultFamily(n=3), timer=FakeTimer(), progress=True, cache=False)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sweep fault")]
+    assert lines[0] == "sweep fault: 6 points to measure"
+    assert lines[-1].startswith("sweep fault: 6/6 points (100%)")
+
+
+def test_progress_lines_are_throttled():
+    import io
+
+    from tuner.engine.sweep import _Progress
+
+    out = io.StringIO()
+    with _Progress(True, 5, "x", stream=out, every_s=3600) as bar:
+        for _ in range(5):
+            bar.advance()
+    lines = out.getvalue().splitlines()
+    # the header, the first point (starts the clock for the estimate), the last: nothing between
+    assert lines[0] == "sweep x: 5 points to measure"
+    assert lines[1].startswith("sweep x: 1/5 points (20%)") and "left" in lines[1]
+    assert lines[2].startswith("sweep x: 5/5 points (100%)") and len(lines) == 3
+    out = io.StringIO()
+    with _Progress(True, 3, "y", stream=out, every_s=0) as bar:
+        for _ in range(3):
+            bar.advance()
+    assert len(out.getvalue().splitlines()) == 4       # header + every point

@@ -52,6 +52,7 @@ Every measured point is appended to the cache at once; a rerun re-measures nothi
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,28 +210,55 @@ def _finish(rec: dict, family, annotate, peak_gbps) -> dict:
 
 
 class _Progress:
-    """A rich progress bar with ETA on stderr (no-op when disabled or nothing to do)."""
+    """Progress on stderr (no-op when disabled or nothing to do): a rich bar with ETA on a
+    terminal; elsewhere (a log file, CI, a remote run) a plain line at most every ``every_s``
+    seconds and at the end, so that a long sweep shows how far it got even if it is stopped."""
 
-    def __init__(self, enabled: bool, total: int, label: str):
+    def __init__(self, enabled: bool, total: int, label: str, stream=None, every_s: float = 15.0):
         self.enabled, self.total, self.label = enabled and total > 0, total, label
         self._p = self._task = None
+        self._stream, self._every = stream, float(every_s)
+        self._done, self._t0, self._last = 0, 0.0, None
 
     def __enter__(self):
-        if self.enabled:
+        if not self.enabled:
+            return self
+        from tuner.output import err_console
+
+        if self._stream is None and err_console.is_terminal:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TimeRemainingColumn)
-            from tuner.output import err_console
 
             self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                                console=err_console, transient=False)
             self._p.__enter__()
             self._task = self._p.add_task(f"sweep {self.label}", total=self.total)
+        else:
+            self._stream = self._stream or sys.stderr
+            self._t0 = time.perf_counter()
+            self._line(f"sweep {self.label}: {self.total} points to measure")
         return self
+
+    def _line(self, text: str) -> None:
+        print(text, file=self._stream, flush=True)
 
     def advance(self) -> None:
         if self._p is not None:
             self._p.advance(self._task)
+            return
+        if self._stream is None:
+            return
+        self._done += 1
+        now = time.perf_counter()
+        if self._done < self.total and self._last is not None and now - self._last < self._every:
+            return
+        self._last = now
+        el = now - self._t0
+        left = el / self._done * (self.total - self._done)
+        eta = f", about {left:.0f} s left" if self._done < self.total else ""
+        self._line(f"sweep {self.label}: {self._done}/{self.total} points "
+                   f"({100 * self._done // self.total}%), {el:.0f} s{eta}")
 
     def __exit__(self, *exc):
         if self._p is not None:
