@@ -23,7 +23,6 @@ import csv
 import datetime as dt
 import io
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -98,11 +97,9 @@ def copy_bandwidth(torch, flush, nbytes=2 << 30):
 
 
 def provenance(torch):
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True).stdout.strip()
-    except OSError:
-        rev = ""
+    from tuner.provenance import git_revision
+
+    rev = git_revision()        # "-dirty" when tracked files differ from that commit
     p = torch.cuda.get_device_properties(0)
     return {"device": p.name, "arch": getattr(p, "gcnArchName", "") or f"sm_{p.major}{p.minor}",
             "torch": torch.__version__, "cuda": torch.version.cuda or "", "hip": torch.version.hip or "",

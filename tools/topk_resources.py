@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernels.topk import offline  # noqa: E402
 from tuner.fsutil import atomic_write_yaml  # noqa: E402
+from tuner.provenance import git_revision  # noqa: E402
 from tuner.units import parse_size_list  # noqa: E402
 
 LDS_PER_WORKGROUP = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
@@ -50,11 +50,7 @@ def main(argv=None) -> int:
                          "dynamic_lds": budget, "total_lds": total,
                          "fits_workgroup_lds": None if limit is None else total <= limit})
             cmd = r["command"]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True).stdout.strip() or "unknown"
-    except OSError:
-        rev = "unknown"
+    rev = git_revision() or "unknown"   # "-dirty" when tracked files differ from that commit
     doc = {"kernel": "topk_transform_kernel", "source": "kernels/topk/topk.cuh", "arch": a.arch,
            "provenance": {"tool": offline.tool_version([clang, "--version"]),
                           "date": dt.date.today().isoformat(), "git_revision": rev,
