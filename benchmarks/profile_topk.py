@@ -96,6 +96,10 @@ def main(argv=None) -> int:
     from tuner import rtc
     from tuner.units import parse_size
 
+    if a.k < 15:
+        print("error: --k must be at least 15 (the profiling build writes 15 stamps into each row's "
+              "output); pass --k 15 or more", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
         return 2

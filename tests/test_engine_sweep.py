@@ -186,3 +186,14 @@ def test_progress_lines_are_throttled():
         for _ in range(3):
             bar.advance()
     assert len(out.getvalue().splitlines()) == 4       # header + every point
+    out = io.StringIO()
+    with _Progress(False, 3, "z", stream=out, every_s=0) as bar:   # disabled: silent
+        bar.advance()
+    with _Progress(True, 0, "z", stream=out, every_s=0) as bar:    # nothing to do: silent
+        bar.advance()
+    with _Progress(True, 1, "z", stream=out, every_s=0) as bar:    # extra advances: no 200%
+        bar.advance()
+        bar.advance()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0] == "sweep z: 1 points to measure"
+    assert lines[1].startswith("sweep z: 1/1 points (100%)")

@@ -244,10 +244,12 @@ class _Progress:
         print(text, file=self._stream, flush=True)
 
     def advance(self) -> None:
+        if not self.enabled:
+            return
         if self._p is not None:
             self._p.advance(self._task)
             return
-        if self._stream is None:
+        if self._done >= self.total:      # more points than announced: nothing more to say
             return
         self._done += 1
         now = time.perf_counter()
