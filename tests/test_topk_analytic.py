@@ -125,3 +125,24 @@ def test_measured_bound_from_scores(tmp_path):
     assert rows[40 * K]["rows_overflowing"] == 3 and rows[128 * K]["rows_overflowing"] == 0
     assert doc["winner"]["config"]["lds_budget"] == 128 * K
     assert_user_error(tune("topk", "--target", "gfx950", "--scores", tmp_path / "nope.npy"), "nope.npy")
+
+
+def test_family_random_inputs_are_seeded_torch_draws_that_the_check_accepts():
+    import torch
+
+    from kernels.topk.family import TopkFamily
+
+    fam, w = TopkFamily(), {"B": 3, "L": 5000, "K": 64}
+    a, b = fam.make_inputs(w, 7, "cpu"), fam.make_inputs(w, 7, "cpu")
+    assert torch.equal(a["scores"], b["scores"])                       # deterministic in the seed
+    assert not torch.equal(a["scores"], fam.make_inputs(w, 8, "cpu")["scores"])
+    s = a["scores"]
+    assert s.shape == (3, 5000) and s.dtype == torch.float32 and a["k"] == 64
+    assert a["lengths"].dtype == torch.int32 and a["lengths"].tolist() == [5000] * 3
+    assert abs(float(s.mean())) < 0.05 and abs(float(s.std()) - 1.0) < 0.05   # standard normal
+    diag = {"bin_counts": torch.zeros(3, dtype=torch.int32), "capacity": 4096}
+    good = torch.topk(s, 64, dim=-1, sorted=False).indices.int()
+    assert fam.check({"out": good, "diag": diag}, a, w).ok
+    bad = good.clone()
+    bad[1, 0] = int(torch.argmin(s[1]))                                # the row's smallest value
+    assert not fam.check({"out": bad, "diag": diag}, a, w).ok
