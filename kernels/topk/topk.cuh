@@ -28,11 +28,11 @@
 //  exactly by running the same radix passes over the source in global memory instead.
 //  Long rows (prefix_len >= K, len > 2 * prefix_len, len >= 16 K; the host enables it from
 //  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about 1.5 times
-//  the expected sample count above the K-th largest, TOPK_SAMPLE_MARGIN), turned into the exact smallest fine key f0 of
-//  bin t0. One pass over the row copies the (index, bits) pairs with fine key >= f0 (= bin >= t0)
-//  into a per-row global scratch list; steps 1-3 then run on that list. If fewer than K were
-//  kept (the guess was too high) or the list overflowed, the row is done the plain way above:
-//  exact in every case, only slower.
+//  the expected sample count above the K-th largest, TOPK_SAMPLE_MARGIN), turned into the
+//  exact smallest fine key f0 of bin t0. One pass over the row copies the (index, bits) pairs
+//  with fine key >= f0 (= bin >= t0) into a per-row global scratch list; steps 1-3 then run on
+//  that list. If fewer than K were kept (the guess was too high) or the list overflowed, the
+//  row is done the plain way above: exact in every case, only slower.
 
 #ifndef SGL_TOPK_DYNAMIC_SMEM_BYTES
 #define SGL_TOPK_DYNAMIC_SMEM_BYTES 131072
@@ -253,6 +253,15 @@ __device__ static inline unsigned long long topk_globaltimer() {
 __device__ static inline unsigned topk_lane() { return (unsigned)threadIdx.x & 31u; }
 #endif
 
+// Index of the lowest set bit of a nonzero mask.
+__device__ static inline int topk_ctz(unsigned m) {
+#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
+  return __ffs((int)m) - 1;
+#else
+  return __builtin_ctz(m);
+#endif
+}
+
 __device__ static inline void topk_hist_inc(int* hist, int bin) { topk_atomic_add(&hist[bin], 1); }
 
 // Uniform contexts only (every lane of the warp calls it): hist[bin] += valid.
@@ -260,7 +269,7 @@ __device__ static inline void topk_hist_add_u(int* hist, int bin, bool valid) {
 #ifdef TOPK_WARP_AGG
   unsigned m = __ballot_sync(TOPK_FULL, valid);
   if (m == 0u) return;
-  int leader = __ffs(m) - 1;
+  int leader = topk_ctz(m);
   int b0 = __shfl_sync(TOPK_FULL, bin, leader);
   bool same = valid && bin == b0;
   unsigned ms = __ballot_sync(TOPK_FULL, same);
@@ -279,7 +288,7 @@ __device__ static inline int topk_reserve_u(int* ctr, bool pred) {
 #ifdef TOPK_WARP_AGG
   unsigned m = __ballot_sync(TOPK_FULL, pred);
   if (m == 0u) return -1;
-  int leader = __ffs(m) - 1;
+  int leader = topk_ctz(m);
   int base = 0;
   if (topk_lane() == (unsigned)leader) base = atomicAdd(ctr, __popc(m));
   base = __shfl_sync(TOPK_FULL, base, leader);
@@ -751,15 +760,6 @@ struct TopkKeepDst {
     }
   }
 };
-
-// Index of the lowest set bit of a nonzero mask.
-__device__ static inline int topk_ctz(unsigned m) {
-#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
-  return __ffs((int)m) - 1;
-#else
-  return __builtin_ctz(m);
-#endif
-}
 
 // Value j (0 <= j < 4 * U) of a lane's U loaded float4, by a select tree (a run-time index into
 // the register array would put it in local memory).
