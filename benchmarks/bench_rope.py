@@ -116,7 +116,7 @@ def strided_copy_floor(inputs, rep_ms):
 
 def time_inplace(fam, cfg, inputs, rep_ms, graph):
     """The config applied in place on ``inputs.x`` (values drift; the timing does not care)."""
-    from kernels.rope.kernels import launch
+    from occtune.kernels.rope.kernels import launch
 
     x = inputs.x
     return measure(lambda: launch(cfg["variant"], x, x, inputs.f2, inputs.positions, inputs.inverse,
@@ -132,7 +132,7 @@ def provenance():
 
 
 def configs(args, fam):
-    from kernels.rope import default_config, tuned_config
+    from occtune.kernels.rope import default_config, tuned_config
 
     out = []
     for v in args.variants.split(","):
@@ -157,9 +157,9 @@ def bench_one(fam, cfg, inputs, workload, rep_ms, graph):
 def main(argv=None):
     import torch
 
-    from kernels.rope import default_config, tuned_config
-    from kernels.rope.family import RopeFamily, deepseek_workload
-    from tuner.output import console, err_console
+    from occtune.kernels.rope import default_config, tuned_config
+    from occtune.kernels.rope.family import RopeFamily, deepseek_workload
+    from occtune.output import console, err_console
 
     args = parse_args(argv)
     if not torch.cuda.is_available():
@@ -264,7 +264,7 @@ def print_table(console, rows):
 
 
 def write_csv(path, rows):
-    from tuner.fsutil import atomic_write_text
+    from occtune.fsutil import atomic_write_text
     import io
 
     cols = list(dict.fromkeys(k for r in rows for k in r))

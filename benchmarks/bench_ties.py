@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from tuner import ties  # noqa: E402
+from occtune import ties  # noqa: E402
 
 
 def parse_args(argv=None):

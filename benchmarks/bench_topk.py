@@ -97,7 +97,7 @@ def copy_bandwidth(torch, flush, nbytes=2 << 30):
 
 
 def provenance(torch):
-    from tuner.provenance import git_revision
+    from occtune.provenance import git_revision
 
     rev = git_revision()        # "-dirty" when tracked files differ from that commit
     p = torch.cuda.get_device_properties(0)
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-split-compare", dest="split_compare", action="store_false",
                     help="skip the comparison runs on long rows: one block per row (split off) and, "
                          "where the launcher picks the cluster kernel, the split kernel instead")
-    ap.add_argument("--dist", default="random_normal", help="input family (kernels.topk.reference)")
+    ap.add_argument("--dist", default="random_normal", help="input family (occtune.kernels.topk.reference)")
     ap.add_argument("--flush", choices=["write", "read"], default="write",
                     help="L2 flush before each run: write a 512 MB buffer (leaves ~L2-size of dirty lines that "
                          "the timed call then writes back; the common convention) or read one (leaves clean lines)")
@@ -128,10 +128,10 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from kernels import topk as tk
-    from kernels.topk import reference as ref
-    from tuner.fsutil import atomic_write_text
-    from tuner.units import parse_size_list
+    from occtune.kernels import topk as tk
+    from occtune.kernels.topk import reference as ref
+    from occtune.fsutil import atomic_write_text
+    from occtune.units import parse_size_list
 
     if not torch.cuda.is_available():
         print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)

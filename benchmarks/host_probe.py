@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main():
     import torch
 
-    from kernels import topk as tk
+    from occtune.kernels import topk as tk
 
     kern = tk.build(32768, 512, 12)
     for B, L in ((1, 8192), (256, 131072)):

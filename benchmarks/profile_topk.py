@@ -92,9 +92,9 @@ def main(argv=None) -> int:
     import torch
 
     from bench_topk import make_flush, time_fn
-    from kernels import topk as tk
-    from tuner import rtc
-    from tuner.units import parse_size
+    from occtune.kernels import topk as tk
+    from occtune import rtc
+    from occtune.units import parse_size
 
     if a.k < 15:
         print("error: --k must be at least 15 (the profiling build writes 15 stamps into each row's "

@@ -23,8 +23,8 @@ def main(argv=None) -> int:
     import torch
 
     from bench_topk import make_flush, time_fn
-    from kernels import topk as tk
-    from tuner import rtc
+    from occtune.kernels import topk as tk
+    from occtune import rtc
 
     B, L = (int(v) for v in a.shape.split("x"))
     extra = dict(kv.split("=", 1) for kv in a.define)

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 def tune(*args, cwd=None, env=None):
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "tuner", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "occtune", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd or REPO, env=full_env, timeout=300)
 
 

@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]
 
-from tuner.engine.bench import BenchTimer, measure  # noqa: E402
-from tuner.engine.select import select  # noqa: E402
-from tuner.engine.sweep import run_sweep  # noqa: E402
-from tuner.engine.testing import AxpyFamily  # noqa: E402
+from occtune.engine.bench import BenchTimer, measure  # noqa: E402
+from occtune.engine.select import select  # noqa: E402
+from occtune.engine.sweep import run_sweep  # noqa: E402
+from doubles import AxpyFamily  # noqa: E402
 
 
 def test_events_with_l2_flush_time_a_copy_plausibly():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tuner.engine.family import key_of
-from tuner.engine.results import write_results
-from tuner.engine.select import select, tied
-from tuner.engine.sweep import run_sweep
-from tuner.engine.testing import FakeTimer, FaultFamily
-from tuner.errors import UserError
+from occtune.engine.family import key_of
+from occtune.engine.results import write_results
+from occtune.engine.select import select, tied
+from occtune.engine.sweep import run_sweep
+from doubles import FakeTimer, FaultFamily
+from occtune.errors import UserError
 
 
 def sweep(table, spread=0.01, **fam_kw):
@@ -76,7 +76,7 @@ def test_results_yaml_layout_and_atomicity(tmp_path, monkeypatch):
         assert k in doc["provenance"]
     # a failure while serialising leaves the old file untouched and no temp file behind
     before = out.read_text()
-    import tuner.fsutil as fsutil
+    import occtune.fsutil as fsutil
 
     def boom(f, text):
         raise OSError(28, "No space left on device")
@@ -91,7 +91,7 @@ def test_results_yaml_layout_and_atomicity(tmp_path, monkeypatch):
 def test_launch_spin_covers_the_host_enqueue_time():
     """The GPU spin before a timed launch outlasts twice the call's host time (at 2 GHz), never
     less than the fixed minimum: a slow host path must not leak into the event timing."""
-    from tuner.engine import bench
+    from occtune.engine import bench
 
     assert bench._spin_cycles(0.0) == bench._SLEEP_CYCLES
     assert bench._spin_cycles(10.0) == bench._SLEEP_CYCLES            # 40K cycles < minimum

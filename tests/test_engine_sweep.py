@@ -10,13 +10,13 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tuner.engine.bench import Timing, measure  # noqa: E402
-from tuner.engine.cache import PointCache  # noqa: E402
-from tuner.engine.family import key_of  # noqa: E402
-from tuner.engine.select import select  # noqa: E402
-from tuner.engine.sweep import run_sweep  # noqa: E402
-from tuner.engine.testing import AxpyFamily, FakeTimer, FaultFamily  # noqa: E402
-from tuner.errors import UserError  # noqa: E402
+from occtune.engine.bench import Timing, measure  # noqa: E402
+from occtune.engine.cache import PointCache  # noqa: E402
+from occtune.engine.family import key_of  # noqa: E402
+from occtune.engine.select import select  # noqa: E402
+from occtune.engine.sweep import run_sweep  # noqa: E402
+from doubles import AxpyFamily, FakeTimer, FaultFamily  # noqa: E402
+from occtune.errors import UserError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -149,7 +149,7 @@ def test_worker_isolation_hang_crash_device_error_then_continue():
 
 
 def test_two_workers_share_the_queue_and_options_parse():
-    from tuner.engine.options import parse_devices
+    from occtune.engine.options import parse_devices
 
     assert parse_devices("0, 1") == ["cuda:0", "cuda:1"] and parse_devices("") is None
     with pytest.raises(UserError, match="--devices"):
@@ -170,7 +170,7 @@ def test_progress_off_a_terminal_prints_plain_lines(capsys):
 def test_progress_lines_are_throttled():
     import io
 
-    from tuner.engine.sweep import _Progress
+    from occtune.engine.sweep import _Progress
 
     out = io.StringIO()
     with _Progress(True, 5, "x", stream=out, every_s=3600) as bar:

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tuner.occupancy import KernelResources as R
-from tuner.occupancy import occupancy
-from tuner.targets import load_target
+from occtune.occupancy import KernelResources as R
+from occtune.occupancy import occupancy
+from occtune.targets import load_target
 
 K = 1024
 

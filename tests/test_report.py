@@ -9,11 +9,11 @@ import sys
 import pytest
 import yaml
 
-from tuner.engine.family import key_of
-from tuner.engine.results import write_results
-from tuner.engine.select import select
-from tuner.engine.sweep import run_sweep
-from tuner.engine.testing import FakeTimer, FaultFamily
+from occtune.engine.family import key_of
+from occtune.engine.results import write_results
+from occtune.engine.select import select
+from occtune.engine.sweep import run_sweep
+from doubles import FakeTimer, FaultFamily
 
 ANALYTIC = {
     "schema": "occtune-results/1", "family": "topk", "target": "gfx950", "timed": False,
@@ -25,7 +25,7 @@ ANALYTIC = {
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "tuner", "report", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "occtune", "report", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import torch  # noqa: E402
 if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
     pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
 
-from kernels.rope import (apply_rope, naive_torch_rope, reference_rope,  # noqa: E402
+from occtune.kernels.rope import (apply_rope, naive_torch_rope, reference_rope,  # noqa: E402
                           tuned_config, default_config, VARIANT_NAMES)
-from tuner.errors import UserError  # noqa: E402
+from occtune.errors import UserError  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() and os.environ["TRITON_INTERPRET"] != "1" else "cpu"
 # rounding of one result to the output type, relative: half an ulp on a GPU (round to nearest);

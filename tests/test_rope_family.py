@@ -11,10 +11,10 @@ import torch  # noqa: E402
 if os.environ["TRITON_INTERPRET"] != "1":
     pytest.skip("CPU tests: run with TRITON_INTERPRET=1", allow_module_level=True)
 
-from kernels.rope.family import RopeBuilt, RopeFamily, deepseek_workload  # noqa: E402
-from kernels.rope.resources import compiled_info, compiled_resources  # noqa: E402
-from tuner.engine.family import get_family  # noqa: E402
-from tuner.errors import UserError  # noqa: E402
+from occtune.kernels.rope.family import RopeBuilt, RopeFamily, deepseek_workload  # noqa: E402
+from occtune.kernels.rope.resources import compiled_info, compiled_resources  # noqa: E402
+from occtune.engine.registry import get_family  # noqa: E402
+from occtune.errors import UserError  # noqa: E402
 
 SMALL = [deepseek_workload(T, H=4, head_dim=96) for T in (1, 21)]
 
@@ -73,8 +73,8 @@ def test_naive_run_passes_the_same_check():
 
 
 def test_sweep_through_the_engine():
-    from tuner.engine.sweep import run_sweep
-    from tuner.engine.testing import FakeTimer
+    from occtune.engine.sweep import run_sweep
+    from doubles import FakeTimer
 
     fam = RopeFamily(SMALL)
     configs = [fam.baseline_config(), {"variant": "flat", "BLOCK_M": 8, "num_warps": 1},

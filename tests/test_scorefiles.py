@@ -9,10 +9,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from tuner import scorefiles
-from tuner.errors import UserError
-from tuner.scorefiles import load_lengths, open_scores
-from tuner.ties import tie_stats, tie_stats_from_file
+from occtune.kernels.topk import scorefiles
+from occtune.errors import UserError
+from occtune.kernels.topk.scorefiles import load_lengths, open_scores
+from occtune.kernels.topk.ties import tie_stats, tie_stats_from_file
 
 torch = pytest.importorskip("torch")
 
@@ -234,7 +234,7 @@ def test_lengths_file_errors(tmp_path):
 
 
 def _run(capsys, args):
-    from tuner.cli import main
+    from occtune.cli import main
     with pytest.raises(SystemExit) as e:
         main(args)
     out, err = capsys.readouterr()

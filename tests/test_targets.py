@@ -3,8 +3,8 @@ import shutil
 import pytest
 import yaml
 
-from tuner.errors import UserError
-from tuner.targets import SCHEMA, all_targets, load_target, load_target_file, targets_dir
+from occtune.errors import UserError
+from occtune.targets import SCHEMA, all_targets, load_target, load_target_file, targets_dir
 
 FACTS = {
     # (target, parameter): value from shared/facts/targets.md
@@ -78,7 +78,7 @@ def test_not_yaml(tmp_path):
 
 
 def test_profiles_dir_override(tmp_path, monkeypatch):
-    from tuner import targets as mod
+    from occtune import targets as mod
 
     shutil.copytree(targets_dir(), tmp_path / "targets")
     (tmp_path / "targets" / "sm_80.yaml").unlink()

@@ -8,9 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from tuner import ties
-from tuner.errors import UserError
-from tuner.ties import TieStats, coarse_bins, fp16_bits, tie_stats
+from occtune.kernels.topk import ties
+from occtune.errors import UserError
+from occtune.kernels.topk.ties import TieStats, coarse_bins, fp16_bits, tie_stats
 
 # ----------------------------------------------------------------------------- the reference
 
@@ -260,7 +260,7 @@ def test_bad_arguments_are_user_errors(bad):
 
 
 def test_synthetic_families_are_deterministic_and_shaped():
-    from tuner.synthetic import FAMILIES, parse_families, synthetic_scores
+    from occtune.kernels.topk.synthetic import FAMILIES, parse_families, synthetic_scores
     for fam in FAMILIES:
         a = synthetic_scores(fam, 3, 1000, seed=7)
         b = synthetic_scores(fam, 2, 1000, seed=7, first_row=1)
@@ -280,7 +280,7 @@ def test_synthetic_families_are_deterministic_and_shaped():
 
 def test_agrees_with_the_topk_kernel_reference():
     """kernels/topk's own model of the key must stay identical to ours (they share one contract)."""
-    ref = pytest.importorskip("kernels.topk.reference")
+    ref = pytest.importorskip("occtune.kernels.topk.reference")
     x = _adversarial_rows(rows=8, length=400, seed=9)
     lengths = np.array([400, 399, 200, 50, 400, 301, 0, 128])
     for bits in (8, 12):

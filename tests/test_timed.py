@@ -7,11 +7,11 @@ import json
 import pytest
 
 from clihelp import assert_user_error, tune, tune_json
-from tuner.engine.family import key_of
-from tuner.engine.testing import FakeTimer, FaultFamily
-from tuner.errors import UserError
-from tuner.results import load_results
-from tuner.timed import parse_devices, run_timed
+from occtune.engine.family import key_of
+from doubles import FakeTimer, FaultFamily
+from occtune.errors import UserError
+from occtune.results import load_results
+from occtune.timed import parse_devices, run_timed
 
 
 class CountingTimer(FakeTimer):
@@ -116,7 +116,7 @@ def test_rope_without_gpu_or_target_says_what_to_do():
 
 def _hip_compiles() -> bool:
     try:
-        from kernels.rope.resources import compiled_info
+        from occtune.kernels.rope.resources import compiled_info
 
         compiled_info({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "gfx942")
         return True

@@ -3,7 +3,7 @@
 import yaml
 
 from clihelp import assert_user_error, tune, tune_json
-from tuner.capacity import measured_capacity, uniform_capacity
+from occtune.kernels.topk.capacity import measured_capacity, uniform_capacity
 
 K = 1024
 
@@ -56,8 +56,8 @@ def test_options_override_the_profile(tmp_path):
 
 
 def test_threads_list_is_for_the_timed_sweep(tmp_path):
-    from kernels.topk.family import TopkFamily
-    from tuner.engine.sweep import default_configs
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.engine.sweep import default_configs
 
     r = tune("topk", "--target", "gfx950", "--threads", "512,1024", "--out", tmp_path)
     assert_user_error(r, "one value")
@@ -130,7 +130,7 @@ def test_measured_bound_from_scores(tmp_path):
 def test_family_random_inputs_are_seeded_torch_draws_that_the_check_accepts():
     import torch
 
-    from kernels.topk.family import TopkFamily
+    from occtune.kernels.topk.family import TopkFamily
 
     fam, w = TopkFamily(), {"B": 3, "L": 5000, "K": 64}
     a, b = fam.make_inputs(w, 7, "cpu"), fam.make_inputs(w, 7, "cpu")

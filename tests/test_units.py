@@ -1,7 +1,7 @@
 import pytest
 
-from tuner.errors import UserError
-from tuner.units import format_size, parse_int_list, parse_size, parse_size_list
+from occtune.errors import UserError
+from occtune.units import format_size, parse_int_list, parse_size, parse_size_list
 
 
 @pytest.mark.parametrize("text", ["40960", "40K", "40KB", "40KiB", "40k", "40kib", " 40 KB "])

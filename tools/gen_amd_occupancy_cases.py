@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.fsutil import atomic_write_yaml  # noqa: E402
+from occtune.fsutil import atomic_write_yaml  # noqa: E402
 
 CLANG = os.environ.get("CLANG", "clang-19")
 DEFAULT_OUT = ROOT / "tests" / "data" / "occupancy_amd.yaml"

@@ -19,11 +19,11 @@ for s in "$@"; do
     topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;
     rope_bench_quick) stage rope_bench_quick python3 benchmarks/bench_rope.py --tokens 8192 --variants flat,tile,heads,batched --block-m 8,16,32 --num-warps 1,2,4 --out "$OUT/rope_bench_quick.csv";;
     rope_bench) stage rope_bench python3 benchmarks/bench_rope.py --out "$OUT/rope_bench.csv";;
-    engine_demo) stage engine_demo bash -c 'python3 -m tuner.engine.demo --family axpy --device cuda --stability 10 --out "$OUT/demo-axpy" > "$OUT/demo-axpy.json" && python3 -m tuner.engine.demo --family rope --device cuda --rep-ms 20 --workloads 4 --stability 10 --timeout 300 --out "$OUT/demo-rope" > "$OUT/demo-rope.json"; tail -c 1500 "$OUT/demo-rope.json"';;
+    engine_demo) stage engine_demo bash -c 'python3 -m occtune.engine.demo --family axpy --device cuda --stability 10 --out "$OUT/demo-axpy" > "$OUT/demo-axpy.json" && python3 -m occtune.engine.demo --family rope --device cuda --rep-ms 20 --workloads 4 --stability 10 --timeout 300 --out "$OUT/demo-rope" > "$OUT/demo-rope.json"; tail -c 1500 "$OUT/demo-rope.json"';;
     nv_occ) stage nv_occ python3 tools/collect_nvidia_occupancy.py;;
     topk_prof) stage topk_prof python3 benchmarks/profile_topk.py ${PROF_ARGS:-};;
     topk_ncu) stage topk_ncu bash -c 'NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1); "$NCU" --clock-control none -k regex:topk_transform --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats python3 -c "
-import torch; from kernels import topk as tk
+import torch; from occtune.kernels import topk as tk
 x = torch.randn(${NCU_B:-256}, ${NCU_L:-131072}, device=\"cuda\")
 k = tk.build(32768, 512, 12)
 for _ in range(4): tk.topk(x, 2048, kernel=k, split=${NCU_SPLIT:-None})

@@ -18,10 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.topk import offline  # noqa: E402
-from tuner.fsutil import atomic_write_yaml  # noqa: E402
-from tuner.provenance import git_revision  # noqa: E402
-from tuner.units import parse_size_list  # noqa: E402
+from occtune.kernels.topk import offline  # noqa: E402
+from occtune.fsutil import atomic_write_yaml  # noqa: E402
+from occtune.provenance import git_revision  # noqa: E402
+from occtune.units import parse_size_list  # noqa: E402
 
 LDS_PER_WORKGROUP = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
 

@@ -1,4 +1,4 @@
-from tuner.cli import main
+from occtune.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 """The ``tune`` command line: a lazy click group; each verb lives in ``tuner/commands/<verb>.py``.
 
 Commands are imported only when invoked, so ``tune occupancy`` never pays for importing torch.
-Every error meant for the user is a :class:`tuner.errors.UserError`: one line, exit code 2.
+Every error meant for the user is a :class:`occtune.errors.UserError`: one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -11,27 +11,33 @@ import sys
 
 import click
 
-from tuner import __version__
-from tuner.errors import UserError
+from occtune import __version__
+from occtune.errors import UserError
 
-# verb -> "module:attribute" of a click.Command. Add a verb here and in tuner/commands/.
+# verb -> "module:attribute" of a click.Command. Family verbs (tune topk, tune rope, ...) come
+# from the families themselves (their family.py's COMMANDS), found by occtune.engine.registry.
 COMMANDS = {
-    "targets": "tuner.commands.targets:command",
-    "occupancy": "tuner.commands.occupancy:command",
-    "topk": "tuner.commands.topk:command",
-    "export": "tuner.commands.export:command",
-    "ties": "tuner.commands.ties:command",
-    "rope": "tuner.commands.rope:command",
-    "report": "tuner.commands.report:command",
+    "targets": "occtune.commands.targets:command",
+    "occupancy": "occtune.commands.occupancy:command",
+    "sweep": "occtune.commands.sweep:command",
+    "analyze": "occtune.commands.analyze:command",
+    "export": "occtune.commands.export:command",
+    "report": "occtune.commands.report:command",
 }
+
+
+def _all_commands() -> dict[str, str]:
+    from occtune.engine.registry import family_commands
+
+    return {**family_commands(), **COMMANDS}
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
-        return sorted(k for k in COMMANDS if _available(k))
+        return sorted(k for k, spec in _all_commands().items() if _available(spec))
 
     def get_command(self, ctx, name):
-        spec = COMMANDS.get(name)
+        spec = COMMANDS.get(name) or _all_commands().get(name)
         if spec is None:
             return None
         module, attr = spec.split(":")
@@ -44,9 +50,8 @@ class LazyGroup(click.Group):
         return getattr(mod, attr)
 
 
-def _available(name: str) -> bool:
-    module = COMMANDS[name].split(":")[0]
-    return importlib.util.find_spec(module) is not None
+def _available(spec: str) -> bool:
+    return importlib.util.find_spec(spec.split(":")[0]) is not None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 MACROS = {
     "topk": {"lds_budget": "SGL_TOPK_DYNAMIC_SMEM_BYTES", "threads": "TOPK_THREADS", "bits": "TOPK_COARSE_BITS"},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

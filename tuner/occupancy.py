@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from tuner.targets import Target
+from occtune.targets import Target
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from tuner.errors import UserError
-from tuner.fsutil import atomic_write_yaml
+from occtune.errors import UserError
+from occtune.fsutil import atomic_write_yaml
 
 SCHEMA = "occtune.results/1"
 REQUIRED = {"schema": str, "family": str, "target": str, "timed": bool, "rows": list, "provenance": dict}

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 _CACHE: dict[tuple, "RtcKernel"] = {}
 

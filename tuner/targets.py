@@ -14,9 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Required parameters and their types, per vendor. Unknown keys are rejected too.
 _NUM = (int, float)
@@ -75,7 +74,11 @@ class Target:
 
 def profiles_dir() -> Path:
     env = os.environ.get("OCCTUNE_PROFILES")
-    return Path(env) if env else REPO_ROOT / "profiles"
+    if env:
+        return Path(env)
+    import occtune.profiles
+
+    return Path(occtune.profiles.__file__).resolve().parent
 
 
 def targets_dir() -> Path:

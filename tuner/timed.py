@@ -1,6 +1,6 @@
 """One timed sweep for a CLI command, end to end: sweep -> select -> results YAML -> table or JSON.
 
-``run_timed(family, target=..., ...)`` runs :func:`tuner.engine.sweep.run_sweep` (progress bar with
+``run_timed(family, target=..., ...)`` runs :func:`occtune.engine.sweep.run_sweep` (progress bar with
 ETA on stderr, the point cache, ``--fresh``, ``--devices``, ``--timeout``, ``--isolate``), selects
 with the engine's rules, writes ``<out>/<target>/<family>.yaml`` atomically (the same schema as the
 analytic results, so ``tune export`` and ``tune report`` read it), and prints a per-config summary
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 # A summary column: (header, function of the rows of one config -> text).
 Column = tuple[str, Callable[[list], str]]
@@ -61,9 +61,9 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
     ``after_write(path, doc) -> dict`` runs once the YAML is written (e.g. to write a header next
     to it); what it returns is added to the JSON output and printed as ``wrote ...`` lines.
     """
-    from tuner.engine.results import build_document, plain, write_results
-    from tuner.engine.select import select
-    from tuner.engine.sweep import run_sweep
+    from occtune.engine.results import build_document, plain, write_results
+    from occtune.engine.select import select
+    from occtune.engine.sweep import run_sweep
 
     if timeout_s is not None and timeout_s <= 0:
         raise UserError(f"--timeout must be positive seconds, got {timeout_s}")
@@ -77,7 +77,7 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
     assumptions = dict(assumptions or {}, timed=True, selection=_SELECTION_RULE)
     path = None
     if out_dir is not None:
-        from tuner.results import results_path
+        from occtune.results import results_path
 
         path = write_results(results_path(out_dir, target, res.family), res, sel, target=target,
                              assumptions=assumptions)
@@ -85,7 +85,7 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
     extra = (after_write(path, doc) or {}) if (after_write is not None and path is not None) else {}
     run = TimedRun(doc, path, res, sel, extra)
     if as_json:
-        from tuner.output import emit_json
+        from occtune.output import emit_json
 
         emit_json({**doc, "results_file": str(path) if path else None, **extra,
                    "summary": summarize(doc, columns)})
@@ -100,7 +100,7 @@ _SELECTION_RULE = ("hard constraints first (built, verified on random and advers
 
 
 def _by_config(doc: dict) -> list[tuple[dict, list]]:
-    from tuner.engine.family import key_of
+    from occtune.engine.family import key_of
 
     groups: dict[str, tuple[dict, list]] = {}
     for r in doc["rows"]:
@@ -137,7 +137,7 @@ def _round(x):
 def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) -> None:
     from rich.table import Table
 
-    from tuner.output import console
+    from occtune.output import console
 
     doc, res = run.doc, run.result
     summary = summarize(doc, columns)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)(I?B)?\s*$", re.IGNORECASE)

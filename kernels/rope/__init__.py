@@ -1,7 +1,7 @@
 """DeepSeek-V4 interleaved rotary embedding: Triton kernels, a float64 reference and the naive
 torch path.
 
-    from kernels.rope import apply_rope
+    from occtune.kernels.rope import apply_rope
     apply_rope(o[..., -64:], freqs_cis, positions, inverse=True, inplace=True)
 
 ``freqs_cis`` is complex64 ``[max_seq, rope_dim/2]`` or its fp32 view ``[max_seq, rope_dim]``
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 from .config import (BASELINE_CONFIG, VARIANT_NAMES, default_config, local_target, tuned_config,
                      validate_config)

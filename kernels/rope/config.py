@@ -9,7 +9,7 @@ import functools
 import os
 from pathlib import Path
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads")
 BLOCK_M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.engine.family import CheckResult, Family, Resources
+from occtune.engine.family import CheckResult, Family, Resources
 
 from .config import BASELINE_CONFIG, VARIANT_NAMES, local_target, validate_config
 
@@ -76,6 +76,12 @@ class RopeFamily(Family):
         return -per_program / config["num_warps"]
 
     # --- build and resources -----------------------------------------------------------------
+    def macros(self, config: dict) -> dict[str, int]:
+        """Integers only: the variant is its index in VARIANT_NAMES (the export names the constants)."""
+        c = validate_config(config)
+        return {"OCCTUNE_ROPE_VARIANT": VARIANT_NAMES.index(c["variant"]), "OCCTUNE_ROPE_BLOCK_M": c["BLOCK_M"],
+                "OCCTUNE_ROPE_NUM_WARPS": c["num_warps"]}
+
     def source_hash(self) -> str:
         h = hashlib.sha256()
         for name in ("kernels.py", "__init__.py"):
@@ -85,11 +91,16 @@ class RopeFamily(Family):
     def build(self, config: dict, device: Any) -> RopeBuilt:
         return RopeBuilt(validate_config(config))
 
-    def resources(self, built: RopeBuilt, config: dict) -> Resources | None:
+    def built_resources(self, built: RopeBuilt, config: dict) -> Resources | None:
         from .resources import compiled_resources
 
         target = local_target()
         return compiled_resources(built.config, target) if target else None
+
+    def resources(self, config: dict, target) -> Resources | None:
+        from .resources import compiled_resources
+
+        return compiled_resources(validate_config(config), target.name, max(self._workloads, key=lambda w: w["T"]))
 
     # --- run and check -----------------------------------------------------------------------
     def make_inputs(self, workload: dict, seed: int, device: Any) -> RopeInputs:
@@ -169,3 +180,7 @@ class RopeFamily(Family):
 
     def flops(self, workload: dict) -> int:
         return 3 * workload["T"] * workload["H"] * workload["D"]     # 4 mul + 2 add per pair
+
+
+FAMILY = RopeFamily
+COMMANDS = {"rope": "cli:command"}

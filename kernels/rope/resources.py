@@ -17,8 +17,8 @@ import shutil
 import subprocess
 import tempfile
 
-from tuner.engine.family import Resources
-from tuner.errors import UserError
+from occtune.engine.family import Resources
+from occtune.errors import UserError
 
 from .config import validate_config
 
@@ -120,7 +120,7 @@ def _compilable_variants() -> dict:
     saved_env, saved_knob = os.environ.get("TRITON_INTERPRET"), overrides.pop("interpret", None)
     os.environ["TRITON_INTERPRET"] = "0"
     try:
-        spec = importlib.util.spec_from_file_location("kernels.rope._compiled_kernels", kernels.__file__)
+        spec = importlib.util.spec_from_file_location("occtune.kernels.rope._compiled_kernels", kernels.__file__)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     finally:

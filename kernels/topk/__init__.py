@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.errors import UserError
+from occtune.errors import UserError
+from occtune.kernels.topk.capacity import candidate_entries
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
@@ -26,10 +27,6 @@ PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-b
 def read_source() -> str:
     return SOURCE_PATH.read_text(encoding="utf-8")
 
-
-def capacity(budget: int) -> int:
-    """Candidate-list entries of a dynamic shared-memory budget (8 bytes per entry)."""
-    return int(budget) // 8
 
 
 def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
@@ -95,7 +92,7 @@ def cluster_fits(L: int, k: int, budget: int, S: int) -> bool:
     the budget's entries, or a row would often take the (exact, slower) whole-row fallback.
     """
     per_block = (2 * int(k) + int(L) // 256) / max(1, int(S))
-    return 1.5 * per_block <= capacity(budget)
+    return 1.5 * per_block <= candidate_entries(budget)
 
 
 def cluster_capable(arch) -> bool:
@@ -107,7 +104,7 @@ def cluster_capable(arch) -> bool:
 
 
 def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
-    from tuner import rtc
+    from occtune import rtc
 
     return rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits), device,
                               dynamic_smem=int(budget))
@@ -124,7 +121,7 @@ def _derived_handle(handle, name, extra: dict, dynamic_smem: int, budget, thread
            tuple(sorted(extra.items())))
     h = _DERIVED_HANDLES.get(key)
     if h is None:
-        from tuner import rtc
+        from occtune import rtc
 
         d = {**(handle.defines or defines(budget, threads, bits)), **extra}   # extra macros carry over
         h = rtc.compile_kernel(read_source(), name, d, dev, dynamic_smem=dynamic_smem)
@@ -154,7 +151,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
     automatic S without the fit rule; an error where no cluster can be used. A given split with
     cluster unset keeps the split kernel.
     """
-    from tuner import rtc
+    from occtune import rtc
 
     if cluster is False or (cluster is None and split is not None):
         return 0
@@ -238,7 +235,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     slower); the split kernel spills to global memory instead."""
     import torch
 
-    from tuner import rtc
+    from occtune import rtc
 
     _check_args(scores, k, lengths, row_starts)
     if page_table is not None and offsets is not None:
@@ -309,7 +306,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
                    [*row_args, *out_args, scratch, int(scap), int(prefix), split_kept, int(nsplit > 1)])
     if not return_diagnostics:
         return out
-    cap = capacity(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)))
+    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)))
     if return_diagnostics == "lazy":       # no host sync: the tuner times this call
         return out, {"capacity": cap, "bin_counts": bin_counts}
     return out, {"overflow_rows": int((bin_counts > cap).sum().item()), "capacity": cap,

@@ -6,9 +6,9 @@ import hashlib
 
 import numpy as np
 
-from kernels import topk as tk
-from kernels.topk import reference as ref
-from tuner.engine.family import CheckResult, Family, Resources
+from occtune.kernels import topk as tk
+from occtune.kernels.topk import reference as ref
+from occtune.engine.family import CheckResult, Family, Resources
 
 K = 2048
 
@@ -42,19 +42,22 @@ class TopkFamily(Family):
         return float(config["lds_budget"])   # more candidate headroom is safer
 
     # --- build and resources ------------------------------------------------------------------
+    def macros(self, config):
+        return tk.defines(config["lds_budget"], config["threads"], config["bits"])
+
     def source_hash(self):
         return hashlib.sha256(tk.read_source().encode()).hexdigest()[:16]
 
     def build(self, config, device):
         return tk.build(config["lds_budget"], config["threads"], config["bits"], device)
 
-    def resources(self, built, config):
+    def built_resources(self, built, config):
         info = getattr(built, "info", {}) or {}
         if "static_smem" not in info:
             return None          # the driver did not say (e.g. attribute query unavailable)
         return Resources(threads=config["threads"], static_lds=info["static_smem"],
                          dynamic_lds=config["lds_budget"], regs=info.get("num_regs"),
-                         source="compiler")
+                         source="driver")
 
     # --- run and check ------------------------------------------------------------------------
     def _to_inputs(self, scores, lengths, device, workload):
@@ -103,3 +106,7 @@ class TopkFamily(Family):
     def bytes_moved(self, workload):
         k = workload.get("K", self.k)
         return workload["B"] * workload["L"] * 4 + workload["B"] * k * 4
+
+
+FAMILY = TopkFamily
+COMMANDS = {"topk": "cli:command", "ties": "ties_cli:command"}

@@ -9,8 +9,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kernels.topk import SOURCE_PATH, defines as topk_defines
-from tuner.rtc import build_options
+from occtune.kernels.topk import SOURCE_PATH, defines as topk_defines
+from occtune.rtc import build_options
 
 _REMARK = re.compile(r"remark:\s+([A-Za-z][A-Za-z /\[\]]*?):\s+(\S+)\s+\[-Rpass-analysis")
 _REMARK_KEYS = {"SGPRs": "sgprs", "VGPRs": "vgprs", "AGPRs": "agprs",

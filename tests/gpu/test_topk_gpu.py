@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]
 
-from kernels import topk as tk  # noqa: E402
-from kernels.topk import reference as ref  # noqa: E402
+from occtune.kernels import topk as tk  # noqa: E402
+from occtune.kernels.topk import reference as ref  # noqa: E402
 
 BUDGETS = [32768, 40960, 49152, 131072]
 K = 2048
@@ -237,7 +237,7 @@ def test_warp_floor_search_equals_the_serial_one():
     """The long-row f0 comes from a 32-lane search on CUDA; a -DTOPK_VERIFY_FLOOR build also runs
     the serial binary search and traps on any difference. Families whose guessed bins differ
     widely (normal, heavy ties, specials with NaN/inf, denormals, -inf padding)."""
-    from tuner import rtc
+    from occtune import rtc
 
     for bits in (8, 12):
         d = {**tk.defines(32768, 512, bits), "TOPK_VERIFY_FLOOR": 1}

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from tuner.export import collect_defines, render_flags, render_header, render_json
-from tuner.fsutil import atomic_write_text
-from tuner.results import load_results
+from occtune.export import collect_defines, render_flags, render_header, render_json
+from occtune.fsutil import atomic_write_text
+from occtune.results import load_results
 
 
 @click.command("export")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tuner.errors import UserError
-from tuner.occupancy import KernelResources, occupancy
-from tuner.output import console, emit_json
-from tuner.targets import load_target
-from tuner.units import format_size, parse_size
+from occtune.errors import UserError
+from occtune.occupancy import KernelResources, occupancy
+from occtune.output import console, emit_json
+from occtune.targets import load_target
+from occtune.units import format_size, parse_size
 
 _LIMIT_HELP = {
     "waves": "wave slots per CU (max waves/SIMD x SIMDs) and workgroup barriers",

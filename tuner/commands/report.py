@@ -13,9 +13,9 @@ import click
 def command(results, out, as_json):
     """Tables and plots (time vs parameter, speed-up heatmap, occupancy vs budget) of RESULTS
     files or folders, timed or analytic."""
-    from tuner.engine.display import rows_table
-    from tuner.engine.report import make_report
-    from tuner.output import console, emit_json
+    from occtune.engine.display import rows_table
+    from occtune.engine.report import make_report
+    from occtune.output import console, emit_json
 
     summaries = make_report(results, out)
     if as_json:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tuner.output import console, emit_json
-from tuner.targets import all_targets, detect
+from occtune.output import console, emit_json
+from occtune.targets import all_targets, detect
 
 
 def _summary(t) -> dict:

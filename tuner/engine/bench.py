@@ -11,7 +11,7 @@
 - CPU (tests, TRITON_INTERPRET=1): ``time.perf_counter`` around each call.
 
 The engine never calls ``measure`` directly: it calls a *timer* (the :class:`Timer` protocol), so
-tests can inject :class:`tuner.engine.testing.FakeTimer` and run without a GPU or noise.
+tests can inject :class:`tests/doubles.py FakeTimer` and run without a GPU or noise.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build layer: cache ``family.build(config, device)`` by (source hash, config, device arch), in parallel.
 
-Whatever a family's ``build`` does (NVRTC/hiprtc through ``tuner.rtc`` with ``-D`` macros, or
+Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.rtc`` with ``-D`` macros, or
 binding Triton constexpr meta-parameters) is called at most once per key per process. A build
 that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
 :meth:`BuildCache.prebuild` compiles many configs on a thread pool: runtime compilers (NVRTC,
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.engine.family import Family, key_of
+from occtune.engine.family import Family, key_of
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Append-only JSON-lines cache of measured points: resumable, fingerprinted, crash-tolerant.
 
 One file per (family, device): ``<dir>/<family>-<device>.jsonl``. The first line is a header
-holding the environment fingerprint (:mod:`tuner.engine.env`); every later line is one measured
+holding the environment fingerprint (:mod:`occtune.engine.env`); every later line is one measured
 point, written and fsync'd as soon as it is measured (the parent process is the only writer).
 
 - A torn last line (a crash mid-write) is cut off on load; earlier points are kept.
@@ -20,9 +20,9 @@ import os
 import re
 from pathlib import Path
 
-from tuner.engine import env
-from tuner.engine.family import key_of
-from tuner.errors import UserError
+from occtune.engine import env
+from occtune.engine.family import key_of
+from occtune.errors import UserError
 
 SCHEMA = "occtune-cache/1"
 

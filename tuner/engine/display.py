@@ -39,7 +39,7 @@ def rows_table(doc: dict, title: str | None = None, limit: int = 200) -> Table:
 
 
 def sweep_table(result, selection) -> Table:
-    from tuner.engine.results import build_document
+    from occtune.engine.results import build_document
 
     doc = build_document(result, selection)
     return rows_table(doc, title=f"{result.family}: {len(result.rows)} points "

@@ -1,8 +1,10 @@
 """The contract between the engine and a kernel family.
 
-The engine knows nothing of top-k or RoPE: a family is one module under ``kernels/`` that
-subclasses :class:`Family` and one sweep profile under ``profiles/``. Families register
-themselves by name with :func:`register` and are looked up with :func:`get_family`.
+The engine knows nothing of top-k or RoPE: a family is one package (``kernels/<name>/``, an
+installed distribution, or a folder on ``$OCCTUNE_FAMILY_PATH``) whose ``family.py`` sets
+``FAMILY`` to a subclass of :class:`Family`; :mod:`occtune.engine.registry` finds it. A family
+imports only this runtime (``occtune.engine.family``, ``occtune.errors``, ``occtune.rtc``,
+``occtune.occupancy``), never the CLI.
 
 Configs and workloads are plain ``dict``s of JSON-able scalars so that they hash, cache and
 serialise without ceremony; :func:`key_of` gives their canonical string form.
@@ -35,7 +37,9 @@ class Resources:
     agprs: int | None = None      # AMD accumulation VGPRs
     sgprs: int | None = None      # AMD scalar registers
     regs: int | None = None       # NVIDIA registers per thread
-    source: str = "assumed"       # "compiler", "profile", "assumed": where the numbers came from
+    source: str = "assumed"       # where the numbers came from: "compiled: clang 22.1.8 gfx950",
+                                  # "driver", "assumed: <why>"
+    compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
 
 
 @dataclass
@@ -85,7 +89,18 @@ class Family:
         """Compile one config for ``device``; returns an opaque handle passed to :meth:`run`."""
         raise NotImplementedError
 
-    def resources(self, built: Any, config: Config) -> Resources | None:
+    def macros(self, config: Config) -> dict[str, int]:
+        """The compile-time macros of ``config``: the one map used by the build and by ``tune
+        export`` (integers only, so ``-D`` flags need no quoting)."""
+        return {}
+
+    def built_resources(self, built: Any, config: Config) -> Resources | None:
+        """What the kernel built for the local device uses, as its driver reports it."""
+        return None
+
+    def resources(self, config: Config, target: Any) -> Resources | None:
+        """What ``config`` compiled for ``target`` (an :class:`occtune.targets.Target`) uses per
+        block; None when no compiler for that target is at hand."""
         return None
 
     # --- run and check -----------------------------------------------------------------------
@@ -111,28 +126,19 @@ class Family:
     def flops(self, workload: Workload) -> int:
         return 0
 
+    # --- analytic hooks (optional) -----------------------------------------------------------
+    def analytic_columns(self, config: Config, target: Any) -> dict:
+        """Family-specific analytic columns of one config (e.g. top-k's tie capacity)."""
+        return {}
 
-_REGISTRY: dict[str, str] = {
-    # family name -> "module:attribute" of a Family subclass or factory
-    "topk": "kernels.topk.family:TopkFamily",
-    "rope": "kernels.rope.family:RopeFamily",
-}
-_EXTRA: dict[str, type] = {}
+    def select_analytic(self, rows: list[dict], target: Any) -> tuple[dict | None, str]:
+        """Pick the analytic winner from rows of {config, fits, blocks_per_cu, ...}. Default: the
+        most blocks per CU/SM among configs that fit, ties toward :meth:`safety_key`."""
+        ok = [r for r in rows if r.get("fits") and r.get("admissible", True)]
+        if not ok:
+            return None, "no config fits the target"
+        best = max(ok, key=lambda r: (r["blocks_per_cu"], self.safety_key(r["config"])))
+        return best, (f"{best['blocks_per_cu']} block(s) per {'CU' if getattr(target, 'is_amd', True) else 'SM'}, "
+                      f"the most among {len(ok)} configs that fit; ties toward the safer config")
 
 
-def register(name: str, cls: type) -> None:
-    """Register a family class at run time (tests register fault-injecting families)."""
-    _EXTRA[name] = cls
-
-
-def get_family(name: str, **kwargs) -> Family:
-    if name in _EXTRA:
-        return _EXTRA[name](**kwargs)
-    spec = _REGISTRY.get(name)
-    if spec is None:
-        from tuner.errors import UserError
-
-        known = ", ".join(sorted(set(_REGISTRY) | set(_EXTRA)))
-        raise UserError(f"unknown kernel family {name!r}; known: {known}")
-    module, attr = spec.split(":")
-    return getattr(importlib.import_module(module), attr)(**kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 
 def parse_devices(text: str | None) -> list[str] | None:
@@ -53,7 +53,7 @@ def sweep_options(f):
 
 def sweep_kwargs(opts: dict) -> dict:
     """run_sweep keyword arguments from the options above (pops nothing)."""
-    from tuner.engine.bench import BenchTimer
+    from occtune.engine.bench import BenchTimer
 
     return {"fresh": opts["fresh"], "cache": opts["cache_dir"], "devices": parse_devices(opts["devices"]),
             "isolate": opts["isolate"], "timeout_s": opts["timeout_s"], "retry_failed": opts["retry_failed"],

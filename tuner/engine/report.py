@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from tuner.engine.family import key_of
-from tuner.errors import UserError
+from occtune.engine.family import key_of
+from occtune.errors import UserError
 
 
 def _is_results(doc) -> bool:

@@ -13,11 +13,11 @@ import platform
 import socket
 from pathlib import Path
 
-from tuner import __version__
-from tuner.provenance import git_revision
-from tuner.engine.family import key_of
-from tuner.fsutil import atomic_write_yaml
-from tuner.results import SCHEMA  # one schema for analytic and timed results (tune export reads both)
+from occtune import __version__
+from occtune.provenance import git_revision
+from occtune.engine.family import key_of
+from occtune.fsutil import atomic_write_yaml
+from occtune.results import SCHEMA  # one schema for analytic and timed results (tune export reads both)
 
 
 def provenance(result, target: str | None) -> dict:
@@ -95,7 +95,7 @@ def plain(obj):
 
 def write_results(path, result, selection, target: str | None = None, assumptions: list | dict | None = None) -> Path:
     """Build the whole document first, then write it atomically (no partial file on failure)."""
-    from tuner.results import validate
+    from occtune.results import validate
 
     doc = plain(build_document(result, selection, target, assumptions))
     if doc.get("target") is not None:     # tuner/results.py's checks (tune export reads this file)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tuner.engine.family import key_of
+from occtune.engine.family import key_of
 
 
 @dataclass

@@ -4,10 +4,10 @@ API note (for the lead and the family authors)
 ----------------------------------------------
 ::
 
-    from tuner.engine.sweep import run_sweep
-    from tuner.engine.bench import BenchTimer
-    from tuner.engine.select import select
-    from tuner.engine.results import write_results
+    from occtune.engine.sweep import run_sweep
+    from occtune.engine.bench import BenchTimer
+    from occtune.engine.select import select
+    from occtune.engine.results import write_results
 
     fam = get_family("rope")
     res = run_sweep(fam, configs=None, workloads=None,     # None: product of fam.axes(), fam.workloads()
@@ -19,17 +19,17 @@ API note (for the lead and the family authors)
     sel = select(res, fam)                                   # winner, ties, explanation
     write_results("results/sm_90/rope.yaml", res, sel, target="sm_90")
 
-CLI commands take the shared options from ``tuner.engine.options`` (``@sweep_options``:
+CLI commands take the shared options from ``occtune.engine.options`` (``@sweep_options``:
 ``--fresh --cache --devices --isolate/--no-isolate --timeout --rep-ms --warmup-ms --graph
 --retry-failed``) and pass ``**sweep_kwargs(opts)`` to ``run_sweep``; print
-``tuner.engine.display.sweep_table(res, sel)`` and ``sel.explanation``, or ``--json`` the
-document of ``tuner.engine.results.build_document``. ``python3 -m tuner.engine.demo`` shows it all.
+``occtune.engine.display.sweep_table(res, sel)`` and ``sel.explanation``, or ``--json`` the
+document of ``occtune.engine.results.build_document``. ``python3 examples/engine_demo.py`` shows it all.
 
 Cached statuses: every measured point is cached, failures too (``built_failed``, ``wrong``,
 ``timeout``, ``crashed``); ``retry_failed=True`` re-runs timeouts and crashes; ``skipped`` points
 are recomputed each run (cheap). Rows come back in ``configs x workloads`` order.
 
-What the engine asks of a family (``tuner.engine.family.Family``):
+What the engine asks of a family (``occtune.engine.family.Family``):
 
 - configs and workloads are plain dicts of JSON scalars; ``baseline_config()`` must be one of the
   swept configs (speed-ups are against it); ``safety_key`` breaks ties (larger is safer);
@@ -58,11 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.engine import cache as cache_mod
-from tuner.engine import env
-from tuner.engine.build import BuildCache
-from tuner.engine.family import Family, key_of
-from tuner.engine.workunit import WorkUnit, execute, family_ref, point
+from occtune.engine import cache as cache_mod
+from occtune.engine import env
+from occtune.engine.build import BuildCache
+from occtune.engine.family import Family, key_of
+from occtune.engine.workunit import WorkUnit, execute, family_ref, point
 
 _RETRYABLE = ("timeout", "crashed")
 
@@ -102,7 +102,7 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
               peak_gbps: float | None = None, build_workers: int = 4, seed: int = 0,
               retry_failed: bool = False) -> SweepResult:
     """Sweep ``configs x workloads``; see the module docstring."""
-    from tuner.engine.bench import BenchTimer
+    from occtune.engine.bench import BenchTimer
 
     t0 = time.perf_counter()
     timer = timer if timer is not None else BenchTimer()
@@ -185,7 +185,7 @@ def _run_inprocess(units, family, device, timer, build_workers, on_point) -> Non
 
 
 def _run_isolated(units, family, devices, timer, timeout_s, on_point) -> None:
-    from tuner.engine.workers import WorkerPool
+    from occtune.engine.workers import WorkerPool
 
     devs = [str(d) if not isinstance(d, int) else f"cuda:{d}" for d in devices]
     WorkerPool(devs, timer, timeout_s).run(units, on_point)
@@ -223,7 +223,7 @@ class _Progress:
     def __enter__(self):
         if not self.enabled:
             return self
-        from tuner.output import err_console
+        from occtune.output import err_console
 
         if self._stream is None and err_console.is_terminal:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,

@@ -7,7 +7,7 @@ from the unit's start or its last point) is killed and its unfinished points rec
 is restarted and its unfinished points recorded as ``crashed``. The sweep goes on either way.
 
 Only the parent writes the cache, so any number of workers can run. A Ray backend would replace
-:class:`WorkerPool` with remote tasks running :func:`tuner.engine.workunit.execute`.
+:class:`WorkerPool` with remote tasks running :func:`occtune.engine.workunit.execute`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections import deque
 from multiprocessing.connection import wait
 from typing import Callable
 
-from tuner.engine.build import BuildCache, one_line
-from tuner.engine.family import key_of
-from tuner.errors import UserError
-from tuner.engine.workunit import WorkUnit, execute, load_family, point
+from occtune.engine.build import BuildCache, one_line
+from occtune.engine.family import key_of
+from occtune.errors import UserError
+from occtune.engine.workunit import WorkUnit, execute, load_family, point
 
 _STARTUP_S = 300.0     # spawning + importing torch/triton can be slow on a cold node
 

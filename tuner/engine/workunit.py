@@ -16,8 +16,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from tuner.engine.build import BuildCache, BuildFailure, one_line
-from tuner.engine.family import Family, get_family, key_of
+from occtune.engine.build import BuildCache, BuildFailure, one_line
+from occtune.engine.family import Family, key_of
+from occtune.engine.registry import get_family
 
 STATUSES = ("ok", "built_failed", "wrong", "crashed", "timeout", "skipped")
 _DEVICE_ERROR_MARKERS = ("cuda error", "hip error", "hiperror", "illegal memory access",
@@ -80,7 +81,7 @@ def execute(unit: WorkUnit, family: Family, builds: BuildCache, timer, device) -
 
 def _resources(family, built, config) -> dict | None:
     try:
-        r = family.resources(built, config)
+        r = family.built_resources(built, config)
     except Exception:
         return None
     return None if r is None else dict(vars(r))

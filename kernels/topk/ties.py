@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 BYTES_PER_ENTRY = 8            # 4-byte index, double-buffered
 CANONICAL_NAN16 = 0x7E00       # +qNaN in fp16 (the bin of any NaN is the same for bits <= 12)
@@ -339,7 +339,7 @@ def tie_stats(scores, bits=(8, 12), k: int = 2048, lengths=None, dtype: str | No
         raise UserError(f"scores must be 2-D [rows, length], got shape {list(arr.shape)}")
     rows, length = arr.shape
     if lengths is not None:
-        from tuner.scorefiles import check_lengths
+        from occtune.kernels.topk.scorefiles import check_lengths
         lengths = check_lengths("lengths", np.asarray(lengths), rows, length)
     acc = _Accumulator(rows, length, bits, k, lengths, threads)
     step = chunk_rows or max(1, min(rows, acc.max_chunk_rows(), (64 << 20) // (4 * length)))
@@ -390,7 +390,7 @@ def tie_stats_from_file(path, bits=(8, 12), k: int = 2048, lengths=None, chunk_r
     file's own ``lengths`` if it has them, else the full row length. ``progress(done, total)``
     is called after every chunk with row counts.
     """
-    from tuner.scorefiles import check_lengths, load_lengths, open_scores
+    from occtune.kernels.topk.scorefiles import check_lengths, load_lengths, open_scores
 
     src = open_scores(path, key)
     if isinstance(lengths, (str, Path)):

@@ -2,9 +2,9 @@
 
 ::
 
-    python3 -m tuner.engine.demo --family rope --device cuda --out /tmp/occtune-demo
-    python3 -m tuner.engine.demo --family axpy --device cpu          # TRITON_INTERPRET=1 on a CPU
-    python3 -m tuner.engine.demo --family rope --devices 0,1         # one worker per GPU
+    python3 examples/engine_demo.py --family rope --device cuda --out /tmp/occtune-demo
+    python3 examples/engine_demo.py --family axpy --device cpu          # TRITON_INTERPRET=1 on a CPU
+    python3 examples/engine_demo.py --family rope --devices 0,1         # one worker per GPU
 
 Prints one JSON document: the first sweep's wall time, the rerun's (served from the cache), the
 winner and its explanation, and the spread of ``--stability N`` repeated timings of the baseline
@@ -22,8 +22,9 @@ import click
 
 
 def _family(name: str):
-    from tuner.engine.family import get_family, register
-    from tuner.engine.testing import AxpyFamily
+    from occtune.engine.registry import get_family, register
+    import sys; sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
+    from doubles import AxpyFamily
 
     register("axpy", AxpyFamily)
     return get_family(name)
@@ -31,7 +32,7 @@ def _family(name: str):
 
 def timer_stability(family, device, timer, n: int) -> dict:
     """Time the baseline config on its first workload ``n`` times with fresh timer calls."""
-    from tuner.engine.workunit import sync
+    from occtune.engine.workunit import sync
 
     cfg, wl = family.baseline_config(), family.workloads()[0]
     built = family.build(cfg, device)
@@ -60,13 +61,13 @@ def timer_stability(family, device, timer, n: int) -> dict:
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True)
 @click.option("--workloads", "n_workloads", type=int, default=None, help="Sweep only the first N workloads.")
 def main(family_name, device, devices, out, rep_ms, stability, timeout_s, n_workloads):
-    from tuner.engine.bench import BenchTimer
-    from tuner.engine.display import sweep_table
-    from tuner.engine.report import make_report
-    from tuner.engine.results import write_results
-    from tuner.engine.select import select
-    from tuner.engine.sweep import run_sweep
-    from tuner.output import emit_json, err_console
+    from occtune.engine.bench import BenchTimer
+    from occtune.engine.display import sweep_table
+    from occtune.engine.report import make_report
+    from occtune.engine.results import write_results
+    from occtune.engine.select import select
+    from occtune.engine.sweep import run_sweep
+    from occtune.output import emit_json, err_console
 
     out_dir = Path(out or tempfile.mkdtemp(prefix="occtune-demo-"))
     fam, timer = _family(family_name), BenchTimer(rep_ms=rep_ms)

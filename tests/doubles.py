@@ -1,7 +1,7 @@
 """Test doubles for the engine, importable by spawned workers: a fake timer, a tiny Triton family,
 and a fault-injecting family (build error, wrong answer, hang, crash, interrupt).
 
-``AxpyFamily`` is also a real (if trivial) kernel: ``python3 -m tuner.engine.demo --family axpy``
+``AxpyFamily`` is also a real (if trivial) kernel: ``python3 examples/engine_demo.py --family axpy``
 sweeps it on a GPU to show the engine end to end.
 """
 
@@ -12,8 +12,8 @@ import inspect
 import os
 import time
 
-from tuner.engine.bench import Timing
-from tuner.engine.family import CheckResult, Family, key_of
+from occtune.engine.bench import Timing
+from occtune.engine.family import CheckResult, Family, key_of
 
 
 class FakeTimer:

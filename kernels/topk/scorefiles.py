@@ -12,8 +12,8 @@ Supported files:
 
 Rows are handed out in chunks (:meth:`ScoreSource.iter_chunks`) so a large file is never held
 twice in memory. A chunk is a numpy array: float32 or float16 as stored, and bf16 as its raw
-``uint16`` bit patterns (numpy has no bf16; :mod:`tuner.ties` maps those bits exactly).
-Anything unusable raises :class:`~tuner.errors.UserError` naming the file and the problem.
+``uint16`` bit patterns (numpy has no bf16; :mod:`occtune.kernels.topk.ties` maps those bits exactly).
+Anything unusable raises :class:`~occtune.errors.UserError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 SUFFIXES = (".pt", ".pth", ".npy", ".npz", ".safetensors")
 SCORE_DTYPES = ("float32", "bfloat16", "float16")

@@ -13,19 +13,19 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tuner import provenance
-from tuner.analysis import TopkSweep, select_analytic, topk_rows
-from tuner.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
-from tuner.errors import UserError
-from tuner.output import console, emit_json
-from tuner.profiles import load_topk_profile
-from tuner.results import SCHEMA, results_path, write_results
-from tuner.targets import load_target
-from tuner.units import parse_int_list, parse_size, parse_size_list
+from occtune import provenance
+from occtune.kernels.topk.analysis import TopkSweep, select_analytic, topk_rows
+from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
+from occtune.errors import UserError
+from occtune.output import console, emit_json
+from occtune.kernels.topk.profile import load_topk_profile
+from occtune.results import SCHEMA, results_path, write_results
+from occtune.targets import load_target
+from occtune.units import parse_int_list, parse_size, parse_size_list
 
 
 def _measured_stats(scores: str, bits: int, k: int):
-    from tuner.ties import tie_stats_from_file  # numpy-heavy: import only when asked
+    from occtune.kernels.topk.ties import tie_stats_from_file  # numpy-heavy: import only when asked
 
     return tie_stats_from_file(scores, bits=(bits,), k=k)
 
@@ -65,7 +65,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--required-context", type=int, help="Tokens a row must hold (default 1048576).")
 @click.option("--headroom", type=float, help="Safety factor on the required context (default 1.25).")
 @click.option("--scores", type=click.Path(), help="Score rows (.pt/.npy/.safetensors): use the measured tie bound.")
-@click.option("--profile", "profile_path", type=click.Path(), help="Kernel profile (default profiles/topk.yaml).")
+@click.option("--profile", "profile_path", type=click.Path(), help="Kernel profile (default: the family's profile.yaml).")
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -93,7 +93,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     sweep = build_sweep(profile, budgets, threads_list[0], static_lds, nbits, required_context, headroom,
                         max_cand)
     if not analytic:
-        from tuner.targets import detect
+        from occtune.targets import detect
 
         if detect()["target"] == target.name:
             _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, fresh,
@@ -199,11 +199,11 @@ def _print_table(target, sweep, rows, winner, why, path) -> None:
 
 def _occupancy_check(target, sweep, config: dict) -> dict:
     """Built kernel's static LDS and registers -> the model's blocks/SM, the driver's answer, tie
-    capacity. Builds through tuner.rtc (cached in-process: free after an in-process sweep)."""
-    from kernels import topk as tk
-    from tuner import rtc
-    from tuner.analysis import capacity_for
-    from tuner.occupancy import KernelResources, occupancy
+    capacity. Builds through occtune.rtc (cached in-process: free after an in-process sweep)."""
+    from occtune.kernels import topk as tk
+    from occtune import rtc
+    from occtune.kernels.topk.analysis import capacity_for
+    from occtune.occupancy import KernelResources, occupancy
 
     budget, threads = int(config["lds_budget"]), int(config["threads"])
     handle = tk.build(budget, threads, int(config["bits"]))
@@ -222,14 +222,14 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
 
 def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices, timeout_s, isolate,
                  as_json, tie_summary, threads_list) -> None:
-    from kernels.topk.family import TopkFamily
-    from tuner.analysis import capacity_for
-    from tuner.engine.sweep import default_configs
-    from tuner.export import collect_defines, render_header
-    from tuner.fsutil import atomic_write_text
-    from tuner.occupancy import KernelResources, occupancy
-    from tuner.timed import parse_devices, run_timed
-    from tuner.units import parse_int_list
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.kernels.topk.analysis import capacity_for
+    from occtune.engine.sweep import default_configs
+    from occtune.export import collect_defines, render_header
+    from occtune.fsutil import atomic_write_text
+    from occtune.occupancy import KernelResources, occupancy
+    from occtune.timed import parse_devices, run_timed
+    from occtune.units import parse_int_list
 
     batches = parse_int_list(batch, "--batch")
     lens = parse_size_list(lengths, "--lengths")
@@ -291,7 +291,7 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
                     })
     disagree = [c for c in checks.values() if c["model_agrees_with_driver"] is False]
     if disagree and not as_json:
-        from tuner.output import console
+        from occtune.output import console
 
         for c in disagree:
             console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B, "

@@ -1,4 +1,4 @@
-"""Kernel sweep profiles (profiles/<family>.yaml): typed, validated, unknown keys rejected."""
+"""The top-k sweep profile (kernels/topk/profile.yaml): typed, validated, unknown keys rejected."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from tuner.errors import UserError
-from tuner.targets import profiles_dir
-from tuner.units import parse_size
+from occtune.errors import UserError
+from occtune.units import parse_size
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ def _read_yaml(path: Path):
 
 
 def load_topk_profile(path: str | Path | None = None) -> TopkProfile:
-    path = Path(path) if path else profiles_dir() / "topk.yaml"
+    path = Path(path) if path else Path(__file__).with_name("profile.yaml")
     data = _read_yaml(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of profile keys")

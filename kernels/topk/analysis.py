@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.capacity import Capacity, measured_capacity, uniform_capacity
-from tuner.occupancy import KernelResources, occupancy
-from tuner.targets import Target
+from occtune.kernels.topk.capacity import Capacity, measured_capacity, uniform_capacity
+from occtune.occupancy import KernelResources, occupancy
+from occtune.targets import Target
 
 
 @dataclass(frozen=True)

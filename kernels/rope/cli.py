@@ -12,8 +12,8 @@ import itertools
 
 import click
 
-from tuner.errors import UserError
-from tuner.units import parse_int_list
+from occtune.errors import UserError
+from occtune.units import parse_int_list
 
 DEFAULT_TOKENS = (1, 64, 1024, 8192, 32768)
 DEFAULT_VARIANTS = "flat,batched"     # the reported fastest shape and sglang's default; 'all' for every one
@@ -28,13 +28,13 @@ def parse_shape(text: str) -> dict:
     T, H, D = (int(p) for p in parts)
     if D % 2:
         raise UserError(f"--shape {text}: the rope dim D={D} must be even (rotations act on pairs)")
-    from kernels.rope.family import deepseek_workload
+    from occtune.kernels.rope.family import deepseek_workload
 
     return deepseek_workload(T, H, D, head_dim=max(HEAD_DIM, D))
 
 
 def parse_grid(block_m: str, num_warps: str, variants: str) -> list[dict]:
-    from kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES, VARIANT_NAMES
+    from occtune.kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES, VARIANT_NAMES
 
     bms = parse_int_list(block_m, "--block-m")
     nws = parse_int_list(num_warps, "--num-warps")
@@ -51,7 +51,7 @@ def parse_grid(block_m: str, num_warps: str, variants: str) -> list[dict]:
 
 
 def _local_target() -> str | None:
-    from tuner.targets import detect
+    from occtune.targets import detect
 
     return detect()["target"]
 
@@ -76,9 +76,9 @@ def _local_target() -> str | None:
 def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, fresh, devices,
             timeout_s, isolate, as_json):
     """Sweep BLOCK_M x num_warps (x variant) of the RoPE kernel; writes results/<target>/rope.yaml."""
-    from kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
-    from tuner.targets import load_target
-    from tuner.timed import parse_devices
+    from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
+    from occtune.targets import load_target
+    from occtune.timed import parse_devices
 
     configs = parse_grid(block_m, num_warps, variants)
     workloads = [parse_shape(s) for s in shapes] or [deepseek_workload(t) for t in DEEPSEEK_TOKENS]
@@ -101,7 +101,7 @@ def _representative(workloads: list[dict]) -> dict:
 
 
 def _valid_configs(configs, workloads):
-    from kernels.rope.family import RopeFamily
+    from occtune.kernels.rope.family import RopeFamily
 
     fam = RopeFamily(workloads)
     out, skipped = [], []
@@ -113,8 +113,8 @@ def _valid_configs(configs, workloads):
 
 def resource_row(config: dict, target, workload: dict) -> dict:
     """Cross-compiled resources of one config on ``target`` and the occupancy model's verdict."""
-    from kernels.rope.resources import compiled_info, compiled_resources
-    from tuner.occupancy import KernelResources, occupancy
+    from occtune.kernels.rope.resources import compiled_info, compiled_resources
+    from occtune.occupancy import KernelResources, occupancy
 
     row = dict(config)
     try:
@@ -138,8 +138,8 @@ def resource_row(config: dict, target, workload: dict) -> dict:
 
 
 def _analytic(target, configs, workloads, as_json) -> None:
-    from tuner import provenance
-    from tuner.output import console, emit_json, err_console
+    from occtune import provenance
+    from occtune.output import console, emit_json, err_console
 
     valid, skipped = _valid_configs(configs, workloads)
     wl = _representative(workloads)
@@ -203,15 +203,15 @@ def _print_analytic(target, rows, skipped, wl, label, console) -> None:
 
 
 def _timed(target, configs, workloads, out_dir, fresh, devices, timeout_s, isolate, as_json) -> None:
-    from kernels.rope.family import RopeFamily
-    from tuner.timed import run_timed
+    from occtune.kernels.rope.family import RopeFamily
+    from occtune.timed import run_timed
 
     fam = RopeFamily(workloads)
     wl = _representative(workloads)
     analytic: dict[str, dict] = {}
 
     def annotate(config):
-        from tuner.engine.family import key_of
+        from occtune.engine.family import key_of
 
         k = key_of(config)
         if k not in analytic:

@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from tuner.errors import UserError
+from occtune.errors import UserError
 
 
 def _normal(rng, n):

@@ -12,9 +12,9 @@ import time
 import click
 from rich.table import Table
 
-from tuner.errors import UserError
-from tuner.output import console, emit_json, err_console
-from tuner.units import format_size, parse_int_list, parse_size_list
+from occtune.errors import UserError
+from occtune.output import console, emit_json, err_console
+from occtune.units import format_size, parse_int_list, parse_size_list
 
 DEFAULT_BUDGETS = "32K,40K,48K,128K"
 DEFAULT_LENGTHS = "8K,64K,128K,1M"
@@ -83,8 +83,8 @@ def command(scores_path, key, lengths_file, bits, k, budgets, bytes_per_entry, f
 def _from_file(path, key, lengths_file, bits, k, budgets, bpe, chunk_rows, per_row, as_json):
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tuner.scorefiles import open_scores
-    from tuner.ties import tie_stats_from_file
+    from occtune.kernels.topk.scorefiles import open_scores
+    from occtune.kernels.topk.ties import tie_stats_from_file
 
     src = open_scores(path, key)     # fail fast on a bad file, before any progress bar
     show = src.nbytes >= PROGRESS_MIN_BYTES
@@ -146,8 +146,8 @@ def _overflow_table(st, budgets, bpe):
 
 
 def _synthetic(bits, k, budgets, bpe, families, lengths_text, rows, seed, as_json):
-    from tuner.synthetic import FAMILIES, parse_families, synthetic_scores
-    from tuner.ties import tie_stats
+    from occtune.kernels.topk.synthetic import FAMILIES, parse_families, synthetic_scores
+    from occtune.kernels.topk.ties import tie_stats
 
     names = parse_families(families)
     lengths = parse_size_list(lengths_text, "--lengths")

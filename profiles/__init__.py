@@ -1,0 +1,1 @@
+"""Target profiles (targets/*.yaml): package data of occtune."""
