@@ -6,7 +6,7 @@
 
 Workload: inverse rope, bf16, on the last 64 columns of a [T, 128, 512] tensor, shuffled
 positions, written into the same slice of a second tensor (the in-place call's traffic).
-For every token count and config: median time and IQR (triton.testing.do_bench, L2 flushed
+For every token count and config: median time and IQR (the engine's timer, occtune.engine.bench.measure, L2 flushed
 before every run; at T=1 CUDA-graph replay so that Python launch cost is not what we measure),
 achieved GB/s, % of the bandwidth floor (the workload's bytes at the measured device-to-device
 copy bandwidth), speed-up against the naive torch path and against the untuned default
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import sys
 from pathlib import Path
 
@@ -74,13 +73,16 @@ def ints(text):
     return [int(t) for t in text.split(",") if t.strip()]
 
 
-def measure(fn, rep_ms, graph):
-    """(median, q25, q75) in microseconds."""
-    import triton.testing as tt
+TIMER = "occtune.engine.bench.measure (the tuner's own timer): L2 flushed before every run, events; " \
+        "at T=1 a CUDA graph of 50 launches"
 
-    q = [0.5, 0.25, 0.75]
-    ms = tt.do_bench_cudagraph(fn, rep=rep_ms, quantiles=q) if graph else tt.do_bench(fn, rep=rep_ms, quantiles=q)
-    return tuple(1000.0 * v for v in ms)
+
+def measure(fn, rep_ms, graph):
+    """(median, q25, q75) in microseconds, on the engine's timer."""
+    from occtune.engine.bench import measure as engine_measure
+
+    t = engine_measure(fn, warmup_ms=25.0, rep_ms=rep_ms, use_graph=50 if graph else 0, device="cuda")
+    return t.median_us, t.q1_us, t.q3_us
 
 
 def copy_bandwidth_gbps(mib, rep_ms):
@@ -124,11 +126,11 @@ def time_inplace(fam, cfg, inputs, rep_ms, graph):
 
 
 def provenance():
-    import torch
-    import triton
+    from occtune.provenance import for_device
 
-    return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda or torch.version.hip or "", "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    p = for_device("cuda", timer=TIMER)
+    return {"gpu": p["device"], "arch": p["arch"], "driver": p["driver"], "torch": p["torch"], "triton": p["triton"],
+            "cuda": p["runtime"], "git": p["git_revision"], "timer": TIMER, "date": p["date"]}
 
 
 def configs(args, fam):
@@ -167,6 +169,7 @@ def main(argv=None):
     prov = provenance()
     bw = copy_bandwidth_gbps(args.copy_mib, args.rep_ms)
     console.print(f"{prov['gpu']}  torch {prov['torch']}  triton {prov['triton']}  {prov['date']}")
+    console.print(f"timer: {TIMER}")
     console.print(f"measured copy bandwidth: {bw:.0f} GB/s")
     fam = RopeFamily()
     cfgs = configs(args, fam)

@@ -64,24 +64,28 @@ def main(family_name, device, devices, out, rep_ms, stability, timeout_s, n_work
     from occtune.engine.bench import BenchTimer
     from occtune.engine.display import sweep_table
     from occtune.engine.report import make_report
-    from occtune.engine.results import write_results
+    from occtune.engine.options import RunOptions, parse_devices
+    from occtune.engine.results import build_document, plain
+    from occtune.results import write_results
     from occtune.engine.select import select
     from occtune.engine.sweep import run_sweep
     from occtune.output import emit_json, err_console
 
     out_dir = Path(out or tempfile.mkdtemp(prefix="occtune-demo-"))
     fam, timer = _family(family_name), BenchTimer(rep_ms=rep_ms)
-    devs = [f"cuda:{d.strip()}" for d in devices.split(",")] if devices else None
+    devs = parse_devices(devices)
     wls = fam.workloads()[:n_workloads] if n_workloads else None
-    kw = dict(workloads=wls, device=device, timer=timer, cache=out_dir / "cache", timeout_s=timeout_s, devices=devs)
+    opts = dict(timeout_s=timeout_s, devices=devs)
+    kw = dict(workloads=wls, device=device, timer=timer, cache=out_dir / "cache")
     t0 = time.perf_counter()
-    first = run_sweep(fam, fresh=True, **kw)
+    first = run_sweep(fam, options=RunOptions(fresh=True, **opts), **kw)
     t1 = time.perf_counter()
-    again = run_sweep(fam, **kw)
+    again = run_sweep(fam, options=RunOptions(**opts), **kw)
     t2 = time.perf_counter()
     sel = select(again, fam)
     err_console.print(sweep_table(again, sel))
-    path = write_results(out_dir / f"{family_name}.yaml", again, sel, target=first.fingerprint.get("arch"))
+    path = write_results(out_dir / f"{family_name}.yaml",
+                         plain(build_document(again, sel, first.fingerprint.get("arch"))))
     plots = make_report([path])[0]["plots"]
     emit_json({"family": family_name, "device": first.fingerprint.get("device_name"),
                "first_sweep": {"wall_s": round(t1 - t0, 2), "measured": first.n_measured, "counts": first.counts()},

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.gpu,
 from occtune.engine.bench import BenchTimer, measure  # noqa: E402
 from occtune.engine.select import select  # noqa: E402
 from occtune.engine.sweep import run_sweep  # noqa: E402
+from occtune.engine.options import RunOptions  # noqa: E402
 from doubles import AxpyFamily  # noqa: E402
 
 
@@ -49,5 +50,5 @@ def test_axpy_sweep_on_gpu_then_rerun_from_cache(tmp_path):
 def test_worker_per_gpu_isolation(tmp_path):
     fam = AxpyFamily(sizes=(1 << 20,))
     res = run_sweep(fam, device="cuda", timer=BenchTimer(warmup_ms=2, rep_ms=10), cache=tmp_path,
-                    progress=False, devices=list(range(min(2, torch.cuda.device_count()))), timeout_s=120)
+                    progress=False, options=RunOptions(devices=tuple(f"cuda:{i}" for i in range(min(2, torch.cuda.device_count()))), timeout_s=120))
     assert res.counts().get("ok") == 6, res.rows

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from occtune.engine.family import key_of
-from occtune.engine.results import write_results
+from occtune.engine.results import build_document, plain
+from occtune.results import write_results
 from occtune.engine.select import select, tied
 from occtune.engine.sweep import run_sweep
 from doubles import FakeTimer, FaultFamily
@@ -65,14 +66,14 @@ def test_baseline_failing_falls_back_to_fastest_reference():
 def test_results_yaml_layout_and_atomicity(tmp_path, monkeypatch):
     fam, res = sweep({0: 100, 1: 50}, n=3, wrong=[2])
     sel = select(res, fam)
-    out = write_results(tmp_path / "r" / "fault.yaml", res, sel, target="cpu", assumptions=["fake timer"])
+    out = write_results(tmp_path / "r" / "fault.yaml", plain(build_document(res, sel, "cpu", ["fake timer"])))
     doc = yaml.safe_load(out.read_text())
     assert list(doc)[:8] == ["schema", "family", "target", "timed", "winner", "per_workload", "excluded", "grid"]
     assert doc["timed"] is True and doc["winner"]["config"] == {"v": 1}
     assert {r["status"] for r in doc["rows"]} == {"ok", "wrong"}
     ok = next(r for r in doc["rows"] if r["config"] == {"v": 1})
     assert ok["speedup"] == pytest.approx(2.0) and ok["n_samples"] == 5 and ok["gbps"] > 0
-    for k in ("device_name", "torch", "triton", "python", "occtune", "git_revision", "date", "host"):
+    for k in ("device", "arch", "driver", "torch", "triton", "python", "occtune", "git_revision", "date", "host"):
         assert k in doc["provenance"]
     # a failure while serialising leaves the old file untouched and no temp file behind
     before = out.read_text()
@@ -83,7 +84,7 @@ def test_results_yaml_layout_and_atomicity(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fsutil.os, "fsync", lambda fd: boom(None, None))
     with pytest.raises(UserError, match="No space left"):
-        write_results(out, res, sel, target="cpu")
+        write_results(out, plain(build_document(res, sel, "cpu")))
     assert out.read_text() == before
     assert [p.name for p in out.parent.iterdir()] == ["fault.yaml"]
 

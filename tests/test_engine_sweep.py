@@ -15,6 +15,7 @@ from occtune.engine.cache import PointCache  # noqa: E402
 from occtune.engine.family import key_of  # noqa: E402
 from occtune.engine.select import select  # noqa: E402
 from occtune.engine.sweep import run_sweep  # noqa: E402
+from occtune.engine.options import RunOptions  # noqa: E402
 from doubles import AxpyFamily, FakeTimer, FaultFamily  # noqa: E402
 from occtune.errors import UserError  # noqa: E402
 
@@ -107,7 +108,7 @@ def test_cache_of_another_fingerprint_is_refused_and_fresh_remeasures(tmp_path):
     run_sweep(FaultFamily(n=2, version="1"), timer=FakeTimer(), progress=False)
     with pytest.raises(UserError, match=r"another environment.*source_hash.*--fresh"):
         run_sweep(FaultFamily(n=2, version="2"), timer=FakeTimer(), progress=False)
-    res = run_sweep(FaultFamily(n=2, version="2"), timer=FakeTimer(), progress=False, fresh=True)
+    res = run_sweep(FaultFamily(n=2, version="2"), timer=FakeTimer(), progress=False, options=RunOptions(fresh=True))
     assert res.n_measured == 4 and res.n_cached == 0
     assert list((tmp_path / "cache").glob("*.old.jsonl"))
 
@@ -137,24 +138,24 @@ def test_timing_quartiles_from_samples():
 
 def test_worker_isolation_hang_crash_device_error_then_continue():
     fam = FaultFamily(n=5, hang=[1], crash=[2], device_error=[3])
-    res = run_sweep(fam, timer=FakeTimer(), progress=False, isolate=True, timeout_s=3)
+    res = run_sweep(fam, timer=FakeTimer(), progress=False, options=RunOptions(isolate=True, timeout_s=3))
     rows = by_cfg(res)
     assert rows[(1, 8)]["status"] == "timeout" and rows[(1, 16)]["status"] == "timeout"
     assert rows[(2, 8)]["status"] == "crashed" and "exit code 3" in rows[(2, 8)]["reason"]
     assert rows[(3, 8)]["status"] == "crashed" and "illegal memory access" in rows[(3, 8)]["reason"]
     assert rows[(0, 8)]["status"] == rows[(4, 16)]["status"] == "ok"
     again = run_sweep(FaultFamily(n=5, hang=[1], crash=[2], device_error=[3]), timer=FakeTimer(),
-                      progress=False, isolate=True, timeout_s=3)
+                      progress=False, options=RunOptions(isolate=True, timeout_s=3))
     assert again.n_measured == 0 and again.n_cached == 10
 
 
 def test_two_workers_share_the_queue_and_options_parse():
     from occtune.engine.options import parse_devices
 
-    assert parse_devices("0, 1") == ["cuda:0", "cuda:1"] and parse_devices("") is None
+    assert parse_devices("0, 1") == ("cuda:0", "cuda:1") and parse_devices("") is None
     with pytest.raises(UserError, match="--devices"):
         parse_devices("gpu0")
-    res = run_sweep(FaultFamily(n=4), timer=FakeTimer(), progress=False, devices=["cpu", "cpu"], timeout_s=30)
+    res = run_sweep(FaultFamily(n=4), timer=FakeTimer(), progress=False, options=RunOptions(devices=("cpu", "cpu"), timeout_s=30))
     assert res.counts() == {"ok": 8} and res.n_measured == 8
 
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from occtune.engine.family import key_of
-from occtune.engine.results import write_results
+from occtune.engine.results import build_document, plain
+from occtune.results import write_results
 from occtune.engine.select import select
 from occtune.engine.sweep import run_sweep
 from doubles import FakeTimer, FaultFamily
@@ -32,7 +33,7 @@ def run_cli(*args):
 def timed(tmp_path):
     fam = FaultFamily(n=3)
     res = run_sweep(fam, timer=FakeTimer({key_of({"v": 1}): 50}), progress=False, cache=False)
-    return write_results(tmp_path / "res" / "fault.yaml", res, select(res, fam), target="cpu")
+    return write_results(tmp_path / "res" / "fault.yaml", plain(build_document(res, select(res, fam), "cpu")))
 
 
 def test_report_timed_results_tables_and_plots(timed, tmp_path):

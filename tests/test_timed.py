@@ -11,7 +11,8 @@ from occtune.engine.family import key_of
 from doubles import FakeTimer, FaultFamily
 from occtune.errors import UserError
 from occtune.results import load_results
-from occtune.timed import parse_devices, run_timed
+from occtune.engine.options import RunOptions, parse_devices
+from occtune.timed import Output, run_timed
 
 
 class CountingTimer(FakeTimer):
@@ -28,8 +29,11 @@ def _run(tmp_path, timer=None, **kw):
     fam = kw.pop("family", None) or FaultFamily(n=4, wrong=[3])
     timer = timer or CountingTimer({key_of({"v": 0}): 100, key_of({"v": 1}): 40, key_of({"v": 2}): 70,
                                     key_of({"v": 3}): 10})
-    return fam, timer, run_timed(fam, target="gfx950", device="cpu", timer=timer, out_dir=tmp_path / "res",
-                                 cache=tmp_path / "cache", progress=False, **kw)
+    options = RunOptions(fresh=kw.pop("fresh", False))
+    output = Output(out_dir=tmp_path / "res", progress=False, as_json=kw.pop("as_json", False),
+                    after_write=kw.pop("after_write", None), columns=tuple(kw.pop("columns", ())))
+    return fam, timer, run_timed(fam, target="gfx950", device="cpu", timer=timer, options=options, output=output,
+                                 cache=tmp_path / "cache", **kw)
 
 
 def test_results_written_loadable_and_exportable(tmp_path):
@@ -92,7 +96,7 @@ def test_no_winner_still_writes_a_loadable_file(tmp_path):
 
 
 def test_parse_devices():
-    assert parse_devices("0,1") == ["cuda:0", "cuda:1"]
+    assert parse_devices("0,1") == ("cuda:0", "cuda:1")
     assert parse_devices(None) is None
     for bad in ("0,0", "gpu1", "-1"):
         with pytest.raises(UserError):
@@ -133,7 +137,7 @@ def test_rope_analytic_gfx942_json_from_cross_compiled_resources():
     rows = {(r["BLOCK_M"], r["num_warps"]): r for r in doc["rows"]}
     assert set(rows) == {(8, 1), (8, 4), (128, 1), (128, 4)}
     for (bm, nw), r in rows.items():
-        assert r["compiled"] and r["resources_source"] == "compiler"
+        assert r["resources_source"] == "compiler"
         assert r["threads"] == 64 * nw and r["vgprs"] > 0 and r["sgprs"] > 0
     # 128 rows of 64 columns in one wave need far more registers than 8 rows
     assert rows[(128, 1)]["vgprs"] > 2 * rows[(8, 1)]["vgprs"]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: run the named stages, logging each under $OUT (or ./out).
-# Usage: bash tools/gpu_run.sh env topk_tests rope_tests topk_bench rope_bench ...
+# Usage: bash tools/gpu_run.sh install env gpu_tests sweep:rope topk_bench ...
+# `install` puts the wheel carried in .whl/ (built here: pip wheel --no-deps -w .whl .) on PYTHONPATH:
+# the checkout's folders are the `occtune` package only once installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -10,6 +12,10 @@ stage() { local name=$1; shift; echo "=== $name: $*"; local t0=$(date +%s)
           echo "=== $name rc=$rc $(( $(date +%s) - t0 ))s"; tail -n "${TAIL:-25}" "$OUT/$name.log"; }
 for s in "$@"; do
   case $s in
+    install) python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/occtune-*.whl \
+               && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} && echo "=== install: $(ls .whl/occtune-*.whl)";;
+    gpu_tests) stage gpu_tests python3 -m pytest -q tests/gpu tests/test_engine_gpu.py;;
+    sweep:*) stage "sweep_${s#sweep:}" python3 -m occtune sweep "${s#sweep:}" --out "$OUT/results" ${SWEEP_ARGS:-};;
     env) stage env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; python3 -c "import torch,triton,sys;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__);p=torch.cuda.get_device_properties(0);print(p)"';;
     topk_tests) stage topk_tests python3 -m pytest -q tests/gpu/test_topk_gpu.py;;
     topk_tests_k) stage topk_tests_k python3 -m pytest -q -x tests/gpu/test_topk_gpu.py -k "${TESTS_K:-cluster}";;
@@ -19,7 +25,7 @@ for s in "$@"; do
     topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;
     rope_bench_quick) stage rope_bench_quick python3 benchmarks/bench_rope.py --tokens 8192 --variants flat,tile,heads,batched --block-m 8,16,32 --num-warps 1,2,4 --out "$OUT/rope_bench_quick.csv";;
     rope_bench) stage rope_bench python3 benchmarks/bench_rope.py --out "$OUT/rope_bench.csv";;
-    engine_demo) stage engine_demo bash -c 'python3 -m occtune.engine.demo --family axpy --device cuda --stability 10 --out "$OUT/demo-axpy" > "$OUT/demo-axpy.json" && python3 -m occtune.engine.demo --family rope --device cuda --rep-ms 20 --workloads 4 --stability 10 --timeout 300 --out "$OUT/demo-rope" > "$OUT/demo-rope.json"; tail -c 1500 "$OUT/demo-rope.json"';;
+    engine_demo) stage engine_demo bash -c 'python3 examples/engine_demo.py --family axpy --device cuda --stability 10 --out "$OUT/demo-axpy" > "$OUT/demo-axpy.json" && python3 examples/engine_demo.py --family rope --device cuda --rep-ms 20 --workloads 4 --stability 10 --timeout 300 --out "$OUT/demo-rope" > "$OUT/demo-rope.json"; tail -c 1500 "$OUT/demo-rope.json"';;
     nv_occ) stage nv_occ python3 tools/collect_nvidia_occupancy.py;;
     topk_prof) stage topk_prof python3 benchmarks/profile_topk.py ${PROF_ARGS:-};;
     topk_ncu) stage topk_ncu bash -c 'NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1); "$NCU" --clock-control none -k regex:topk_transform --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats python3 -c "

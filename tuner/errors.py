@@ -8,3 +8,8 @@ class UserError(Exception):
     """
 
     exit_code = 2
+
+
+class CompileError(Exception):
+    """A config that the compiler for a target refuses (out of resources, unsupported op): the
+    config's row says so with this one-line message; anything else is a bug and propagates."""

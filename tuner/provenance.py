@@ -48,17 +48,41 @@ def git_revision() -> str | None:
     return git_revision_why()[0]
 
 
-def collect(device: str | None = None, **extra) -> dict:
-    """Versions, git revision, host and date; ``device`` names the GPU that measured (or none)."""
+def collect(*, target: str | None = None, fingerprint: dict | None = None, **extra) -> dict:
+    """The one provenance record of every results file and export.
+
+    ``fingerprint`` is the timed sweep's environment (occtune.engine.env): the device that measured,
+    its arch (sm_90, gfx950), the driver's own version, the runtime. Without it the record says no
+    GPU was used (analytic). ``git_revision`` is occtune's own checkout, or None with the reason."""
+    fp = fingerprint or {}
+    rev, why = git_revision_why()
     out = {
+        "target": target,
+        "device": fp.get("device_name") or "none (analytic: no GPU was used)",
+        "arch": fp.get("arch"),
+        "driver": fp.get("driver"),
+        "runtime": fp.get("runtime"),
+        "torch": fp.get("torch") or _pkg_version("torch"),
+        "triton": fp.get("triton") or _pkg_version("triton"),
+        "python": platform.python_version(),
         "occtune": __version__,
-        "git_revision": git_revision(),
+        "git_revision": rev,
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "host": platform.node(),
-        "python": platform.python_version(),
-        "torch": _pkg_version("torch"),
-        "triton": _pkg_version("triton"),
-        "device": device or "none (analytic: no GPU was used)",
     }
+    if rev is None:
+        out["git_revision_why"] = why
+    for k in ("source_hash", "timer"):
+        if fp.get(k) is not None:
+            out[k] = fp[k]
     out.update(extra)
     return out
+
+
+def for_device(device="cuda", **extra) -> dict:
+    """:func:`collect` for a benchmark on ``device`` (the GPU it measures on): the same record a
+    timed sweep writes, with the device, its arch and the driver's own version."""
+    from occtune.engine.env import _torch_device_info
+
+    fp = _torch_device_info(device)
+    return collect(target=fp.get("arch"), fingerprint=fp, **extra)

@@ -28,6 +28,24 @@ SCHEMA = "occtune.results/1"
 REQUIRED = {"schema": str, "family": str, "target": str, "timed": bool, "rows": list, "provenance": dict}
 
 
+def analytic_document(result, target) -> dict:
+    """The results document of an analytic sweep (occtune.engine.analytic.AnalyticResult)."""
+    from occtune import provenance
+
+    w = result.winner
+    sources = sorted({r["resources_source"] for r in result.rows})
+    return {
+        "schema": SCHEMA, "family": result.family, "target": target.name, "timed": False,
+        "winner": None if w is None else {"config": w["config"], "blocks_per_cu": w["blocks_per_cu"],
+                                          "limiter": w["limiter"], "explanation": result.why},
+        "rows": result.rows,
+        "skipped": result.skipped,
+        "assumptions": {"analytic": True, "resources": sources,
+                        "unconfirmed_target_parameters": target.unconfirmed()},
+        "provenance": provenance.collect(target=target.name, target_file=target.path),
+    }
+
+
 def results_path(out_dir: str | Path, target: str, family: str) -> Path:
     return Path(out_dir) / target / f"{family}.yaml"
 

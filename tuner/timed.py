@@ -30,67 +30,53 @@ class TimedRun:
     extra: dict = field(default_factory=dict)
 
 
-def parse_devices(text: str | None) -> list[str] | None:
-    """``"0,1"`` -> ``["cuda:0", "cuda:1"]``; ``"cuda:2"`` kept; None/empty -> None."""
-    if text is None or not str(text).strip():
-        return None
-    out = []
-    for t in str(text).split(","):
-        t = t.strip()
-        if t.isdigit():
-            out.append(f"cuda:{int(t)}")
-        elif t.startswith("cuda:") and t[5:].isdigit():
-            out.append(t)
-        else:
-            raise UserError(f"--devices: {t!r} is not a device index; write e.g. --devices 0,1")
-    if len(set(out)) != len(out):
-        raise UserError(f"--devices lists a device twice ({text}); list each GPU once")
-    return out
+@dataclass(frozen=True)
+class Output:
+    """What a timed sweep writes and shows. ``after_write(path, doc) -> dict`` runs once the YAML
+    is written (e.g. to write a header next to it); what it returns is added to the JSON output
+    and printed as ``wrote ...`` lines. ``assumptions`` may be a callable, filled in after the sweep."""
+
+    out_dir: str | Path | None = "results"
+    as_json: bool = False
+    columns: tuple = ()
+    title: str | None = None
+    assumptions: Any = None
+    after_write: Callable | None = None
+    progress: bool = True
 
 
 def run_timed(family, *, target: str, configs: list | None = None, workloads: list | None = None,
-              device: Any = "cuda", timer=None, out_dir: str | Path | None = "results",
-              cache: Any = None, fresh: bool = False, devices: list | None = None,
-              timeout_s: float = 60.0, isolate: bool = False, as_json: bool = False,
-              fits: Callable | None = None, annotate: Callable | None = None,
-              peak_gbps: float | None = None, assumptions: dict | Callable | None = None,
-              columns: list[Column] = (), after_write: Callable | None = None,
-              progress: bool = True, title: str | None = None) -> TimedRun:
-    """Run, select, write and show one family's timed sweep (see the module docstring).
-
-    ``after_write(path, doc) -> dict`` runs once the YAML is written (e.g. to write a header next
-    to it); what it returns is added to the JSON output and printed as ``wrote ...`` lines.
-    """
-    from occtune.engine.results import build_document, plain, write_results
+              device: Any = "cuda", timer=None, options=None, hooks=None, output: Output = Output(),
+              cache: Any = None) -> TimedRun:
+    """Run, select, write and show one family's timed sweep (see the module docstring)."""
+    from occtune.engine.options import RunOptions, check_devices
+    from occtune.engine.results import build_document, plain
     from occtune.engine.select import select
-    from occtune.engine.sweep import run_sweep
+    from occtune.engine.sweep import SweepHooks, run_sweep
+    from occtune.results import results_path, write_results
 
-    if timeout_s is not None and timeout_s <= 0:
-        raise UserError(f"--timeout must be positive seconds, got {timeout_s}")
-    res = run_sweep(family, configs, workloads, device=device, timer=timer, cache=cache, fresh=fresh,
-                    timeout_s=timeout_s, devices=devices, isolate=isolate, progress=progress, fits=fits, annotate=annotate, peak_gbps=peak_gbps)
+    options = options or RunOptions()
+    check_devices(options.devices)
+    res = run_sweep(family, configs, workloads, device=device, timer=timer, options=options,
+                    hooks=hooks or SweepHooks(), cache=cache, progress=output.progress)
     if not res.rows:
         raise UserError("the sweep has no points: every config was pruned or no workload was given")
     sel = select(res, family)
-    if callable(assumptions):           # filled in after the sweep (e.g. from annotate's findings)
-        assumptions = assumptions()
+    assumptions = output.assumptions() if callable(output.assumptions) else output.assumptions
     assumptions = dict(assumptions or {}, timed=True, selection=_SELECTION_RULE)
-    path = None
-    if out_dir is not None:
-        from occtune.results import results_path
-
-        path = write_results(results_path(out_dir, target, res.family), res, sel, target=target,
-                             assumptions=assumptions)
     doc = plain(build_document(res, sel, target, assumptions))
-    extra = (after_write(path, doc) or {}) if (after_write is not None and path is not None) else {}
+    path = None
+    if output.out_dir is not None:
+        path = write_results(results_path(output.out_dir, target, res.family), doc)
+    extra = (output.after_write(path, doc) or {}) if (output.after_write is not None and path is not None) else {}
     run = TimedRun(doc, path, res, sel, extra)
-    if as_json:
+    if output.as_json:
         from occtune.output import emit_json
 
         emit_json({**doc, "results_file": str(path) if path else None, **extra,
-                   "summary": summarize(doc, columns)})
+                   "summary": summarize(doc, output.columns)})
     else:
-        show(run, columns, title)
+        show(run, output.columns, output.title)
     return run
 
 

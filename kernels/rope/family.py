@@ -98,9 +98,15 @@ class RopeFamily(Family):
         return compiled_resources(built.config, target) if target else None
 
     def resources(self, config: dict, target) -> Resources | None:
-        from .resources import compiled_resources
+        """Cross-compiled by Triton for ``target`` at the largest T (the launcher's specialisation)."""
+        from dataclasses import replace
 
-        return compiled_resources(validate_config(config), target.name, max(self._workloads, key=lambda w: w["T"]))
+        from .resources import compiled_info, compiled_resources
+
+        wl = max(self._workloads, key=lambda w: w["T"])
+        c = validate_config(config)
+        res = compiled_resources(c, target.name, wl)
+        return replace(res, compiler_occupancy=compiled_info(c, target.name, wl).get("compiler_occupancy"))
 
     # --- run and check -----------------------------------------------------------------------
     def make_inputs(self, workload: dict, seed: int, device: Any) -> RopeInputs:

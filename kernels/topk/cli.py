@@ -16,6 +16,7 @@ from rich.table import Table
 from occtune import provenance
 from occtune.kernels.topk.analysis import TopkSweep, select_analytic, topk_rows
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
+from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
 from occtune.output import console, emit_json
 from occtune.kernels.topk.profile import load_topk_profile
@@ -72,15 +73,11 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--analytic", is_flag=True, help="The analytic sweep even on the local GPU's target.")
 @click.option("--batch", default="1,8,64,256", show_default=True, help="Timed: batch sizes (rows).")
 @click.option("--lengths", default="8K,64K,128K,1M", show_default=True, help="Timed: row lengths (K = 1024).")
-@click.option("--fresh", is_flag=True, help="Timed: ignore the point cache and re-measure everything.")
-@click.option("--devices", help="Timed: GPU indices to spread the sweep over, e.g. 0,1.")
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-              help="Timed: seconds per config in a worker before it is declared hung.")
-@click.option("--isolate", is_flag=True, help="Timed: run in a worker process (survives hangs and crashes).")
+@sweep_options
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
-            profile_path, out_dir, no_write, as_json, analytic, batch, lengths, fresh, devices, timeout_s,
-            isolate):
+            profile_path, out_dir, no_write, as_json, analytic, batch, lengths, **opts):
     """Sweep LDS budgets: occupancy, tie capacity and the winner; writes results/<target>/topk.yaml."""
+    run_opts, timing = from_cli(opts)
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = int(bits) if bits else profile.coarse_bits
@@ -96,9 +93,12 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
         from occtune.targets import detect
 
         if detect()["target"] == target.name:
-            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, fresh,
-                        devices, timeout_s, isolate, as_json, tie_summary, threads_list)
+            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, run_opts, timing,
+                         as_json, tie_summary, threads_list)
             return
+    if run_opts.devices:
+        raise UserError("--devices spreads a timed sweep over GPUs; this sweep is analytic "
+                        f"(no {target.name} GPU here, or --analytic): drop --devices")
     if len(threads_list) > 1:
         raise UserError(f"--threads {threads}: the analytic sweep compares budgets at one block size (blocks per "
                         f"{'CU' if target.is_amd else 'SM'} are not comparable across sizes); give one value, or "
@@ -220,15 +220,16 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
             "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}
 
 
-def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices, timeout_s, isolate,
-                 as_json, tie_summary, threads_list) -> None:
+def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timing, as_json, tie_summary,
+                 threads_list) -> None:
     from occtune.kernels.topk.family import TopkFamily
     from occtune.kernels.topk.analysis import capacity_for
     from occtune.engine.sweep import default_configs
     from occtune.export import collect_defines, render_header
     from occtune.fsutil import atomic_write_text
     from occtune.occupancy import KernelResources, occupancy
-    from occtune.timed import parse_devices, run_timed
+    from occtune.engine.sweep import SweepHooks
+    from occtune.timed import Output, run_timed
     from occtune.units import parse_int_list
 
     batches = parse_int_list(batch, "--batch")
@@ -275,20 +276,21 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, fresh, devices
             ("overflow rows", lambda rows: str(sum(int((r.get("diagnostics") or {}).get("overflow_rows", 0))
                                                  for r in rows)))]
     measured = sweep.max_candidates is not None
+    assumptions = lambda: {   # noqa: E731 - filled in after the sweep (the occupancy cross-check)
+        "threads": threads_list[0] if len(threads_list) == 1 else threads_list,
+        "coarse_bits": sweep.bits,
+        "static_lds_for_pruning": sweep.static_lds,
+        "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
+        "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
+        "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
+        "tie_stats": tie_summary,
+        "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())],
+    }
     run = run_timed(fam, target=target.name, configs=configs, workloads=workloads, device="cuda",
-                    out_dir=out_dir, fresh=fresh, devices=parse_devices(devices), timeout_s=timeout_s,
-                    isolate=isolate, as_json=as_json, fits=fits, annotate=annotate,
-                    peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9, columns=cols, after_write=after_write,
-                    assumptions=lambda: {
-                        "threads": threads_list[0] if len(threads_list) == 1 else threads_list,
-                        "coarse_bits": sweep.bits,
-                        "static_lds_for_pruning": sweep.static_lds,
-                        "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
-                        "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
-                        "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
-                        "tie_stats": tie_summary,
-                        "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())],
-                    })
+                    timer=timing.timer(), options=run_opts,
+                    hooks=SweepHooks(fits=fits, annotate=annotate, peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
+                    output=Output(out_dir=out_dir, as_json=as_json, columns=tuple(cols), assumptions=assumptions,
+                                  after_write=after_write))
     disagree = [c for c in checks.values() if c["model_agrees_with_driver"] is False]
     if disagree and not as_json:
         from occtune.output import console

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from occtune.engine.family import Family, Resources
+from occtune.errors import CompileError
 from occtune.occupancy import KernelResources, occupancy
 
 
@@ -45,7 +46,11 @@ def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResul
     """Rows for ``configs`` on ``target`` and the family's analytic winner."""
     rows, skipped = [], []
     for config in configs:
-        res = family.resources(config, target)
+        try:
+            res = family.resources(config, target)
+        except CompileError as e:
+            skipped.append({"config": dict(config), "reason": f"compile failed: {e}"})
+            continue
         if res is None:
             skipped.append({"config": dict(config), "reason": f"no resources for {target.name}"})
             continue

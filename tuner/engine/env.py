@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import sys
 
 
@@ -24,8 +25,10 @@ def _torch_device_info(device) -> dict:
         idx = dev.index if dev.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(idx)
         info["device_name"] = props.name
-        info["arch"] = getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}"
-        info["driver"] = _driver_version()
+        # gcnArchName is the arch on ROCm builds only (CUDA builds return the device name there)
+        hip = bool(getattr(torch.version, "hip", None))
+        info["arch"] = (props.gcnArchName.split(":")[0] if hip else f"sm_{props.major}{props.minor}")
+        info["driver"] = driver_version()
     else:
         info["device_name"] = f"cpu ({platform.processor() or platform.machine()})"
         info["arch"] = platform.machine()
@@ -33,13 +36,30 @@ def _torch_device_info(device) -> dict:
     return info
 
 
-def _driver_version() -> str:
-    try:
-        import torch
+def driver_version() -> str:
+    """The GPU driver's own version, asked of the driver: NVIDIA's kernel driver through NVML
+    (e.g. "580.159.04"), else /proc/driver/nvidia/version; AMD's amdgpu module version from sysfs.
+    "unknown" where none answers."""
+    import ctypes
 
-        return str(torch._C._cuda_getDriverVersion())   # private but long-lived; guarded
-    except Exception:
-        return "unknown"
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        buf = ctypes.create_string_buffer(96)
+        if nvml.nvmlInit_v2() == 0 and nvml.nvmlSystemGetDriverVersion(buf, 96) == 0:
+            return buf.value.decode()
+    except OSError:
+        pass
+    try:
+        m = re.search(r"Kernel Module\s+(\S+)", open("/proc/driver/nvidia/version", encoding="utf-8").read())
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    try:
+        return "amdgpu " + open("/sys/module/amdgpu/version", encoding="utf-8").read().strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def _triton_version() -> str:

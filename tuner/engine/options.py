@@ -1,60 +1,129 @@
-"""Shared click options for timed sweeps, so ``tune rope`` / ``tune topk`` spell them alike.
+"""Sweep and timing options: two frozen dataclasses, one device parser, one set of click options.
 
-::
-
-    @click.command("rope")
-    @sweep_options
-    def command(..., **sweep):
-        res = run_sweep(fam, **sweep_kwargs(sweep))
+Every command that sweeps (``tune sweep``, ``tune topk``, ``tune rope``, family verbs) takes the
+same options through :func:`sweep_options` and turns them into :class:`RunOptions` and
+:class:`TimingOptions` with :func:`from_cli`, so every engine option is reachable from the CLI and
+spelled alike everywhere.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import click
 
 from occtune.errors import UserError
 
+DEFAULT_TIMEOUT_S = 120.0
 
-def parse_devices(text: str | None) -> list[str] | None:
-    """``0,1`` -> ["cuda:0", "cuda:1"]; ``cpu,cpu`` is allowed (tests)."""
-    if not text:
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the sweep runs: cache, devices, isolation."""
+
+    fresh: bool = False                  # ignore the point cache and re-measure everything
+    cache_dir: str | None = None         # None: $OCCTUNE_CACHE_DIR or ~/.cache/occtune
+    devices: tuple[str, ...] | None = None   # ("cuda:0", "cuda:1"): one worker process each
+    isolate: bool = False                # one worker process (survives hangs and device faults)
+    timeout_s: float = DEFAULT_TIMEOUT_S # per config in a worker before it is declared hung
+    retry_failed: bool = False           # re-measure cached timeouts and crashes
+
+    @property
+    def in_workers(self) -> bool:
+        return bool(self.devices) or self.isolate
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How each point is timed (the engine's one timer, occtune.engine.bench)."""
+
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    graph: int = 0                       # replay N launches in a CUDA graph (L2 warm)
+
+    def timer(self):
+        from occtune.engine.bench import BenchTimer
+
+        return BenchTimer(warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, use_graph=self.graph)
+
+
+def parse_devices(text: str | None) -> tuple[str, ...] | None:
+    """``"0,1"`` -> ``("cuda:0", "cuda:1")``; ``"cuda:2"`` kept; None/empty -> None. Checked
+    against the machine by :func:`check_devices` when a GPU sweep starts."""
+    if text is None or not str(text).strip():
         return None
     out = []
-    for t in (x.strip() for x in text.split(",")):
+    for t in str(text).split(","):
+        t = t.strip()
         if t.isdigit():
-            out.append(f"cuda:{t}")
-        elif t == "cpu" or t.startswith("cuda:"):
+            out.append(f"cuda:{int(t)}")
+        elif t.startswith("cuda:") and t[5:].isdigit():
             out.append(t)
-        elif t:
-            raise UserError(f"--devices: {t!r} is not a GPU index; write e.g. --devices 0,1")
-    return out or None
+        else:
+            raise UserError(f"--devices: {t!r} is not a device index; write e.g. --devices 0,1")
+    if len(set(out)) != len(out):
+        raise UserError(f"--devices lists a device twice ({text}); list each GPU once")
+    return tuple(out)
+
+
+def check_devices(devices: tuple[str, ...] | None) -> None:
+    """Every listed GPU exists here (one line, exit 2, otherwise)."""
+    if not devices:
+        return
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = [d for d in devices if d.startswith("cuda:") and int(d[5:]) >= n]
+    if missing:
+        have = f"GPUs 0-{n - 1}" if n else "no GPU"
+        raise UserError(f"--devices {','.join(missing)}: this machine has {have}; list indices it has")
+
+
+def _positive(name):
+    def check(ctx, param, value):
+        if value is not None and not value > 0:
+            raise click.BadParameter(f"must be a positive number of {name}, got {value}")
+        return value
+    return check
 
 
 def sweep_options(f):
+    """The shared click options of every sweeping command (see :func:`from_cli`)."""
     opts = [
-        click.option("--fresh", is_flag=True, help="Ignore the cache and re-measure everything."),
+        click.option("--fresh", is_flag=True, help="Ignore the point cache and re-measure everything."),
         click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
-                     help="Cache folder (default $OCCTUNE_CACHE_DIR or ~/.cache/occtune)."),
+                     help="Point cache folder (default $OCCTUNE_CACHE_DIR or ~/.cache/occtune)."),
         click.option("--devices", default=None, help="GPU indices, e.g. 0,1: one worker process per GPU."),
-        click.option("--isolate/--no-isolate", default=True, show_default=True,
-                     help="Run configs in a worker process (survives hangs and device faults)."),
-        click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-                     help="Seconds a config may run without producing a point."),
-        click.option("--rep-ms", type=float, default=100.0, show_default=True, help="Timing budget per point."),
-        click.option("--warmup-ms", type=float, default=25.0, show_default=True),
-        click.option("--graph", "use_graph", type=int, default=0,
-                     help="Replay N launches in a CUDA graph (very short kernels; L2 warm)."),
+        click.option("--isolate", is_flag=True, help="Run configs in a worker process (survives hangs and "
+                                                     "device faults)."),
+        click.option("--timeout", "timeout_s", type=float, default=None, callback=_positive("seconds"),
+                     help=f"Seconds a config may run before it is declared hung (default {DEFAULT_TIMEOUT_S:g}); "
+                          "implies a worker process, since only a process can be stopped."),
         click.option("--retry-failed", is_flag=True, help="Re-measure cached timeouts and crashes."),
+        click.option("--rep-ms", type=float, default=100.0, show_default=True, callback=_positive("ms"),
+                     help="Timing budget per point."),
+        click.option("--warmup-ms", type=float, default=25.0, show_default=True, callback=_positive("ms"),
+                     help="Warm-up budget per point."),
+        click.option("--graph", type=click.IntRange(min=0), default=0,
+                     help="Replay N launches in a CUDA graph (very short kernels; L2 warm)."),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-def sweep_kwargs(opts: dict) -> dict:
-    """run_sweep keyword arguments from the options above (pops nothing)."""
-    from occtune.engine.bench import BenchTimer
+SWEEP_OPTION_NAMES = ("fresh", "cache_dir", "devices", "isolate", "timeout_s", "retry_failed", "rep_ms",
+                      "warmup_ms", "graph")
 
-    return {"fresh": opts["fresh"], "cache": opts["cache_dir"], "devices": parse_devices(opts["devices"]),
-            "isolate": opts["isolate"], "timeout_s": opts["timeout_s"], "retry_failed": opts["retry_failed"],
-            "timer": BenchTimer(warmup_ms=opts["warmup_ms"], rep_ms=opts["rep_ms"], use_graph=opts["use_graph"])}
+
+def from_cli(kwargs: dict) -> tuple[RunOptions, TimingOptions]:
+    """Pop the :func:`sweep_options` values from a command's kwargs into the two dataclasses.
+
+    ``--timeout`` without ``--isolate``/``--devices`` runs the sweep in one worker process: a
+    config stuck in a kernel can only be stopped by ending its process."""
+    v = {k: kwargs.pop(k) for k in SWEEP_OPTION_NAMES}
+    run = RunOptions(fresh=v["fresh"], cache_dir=v["cache_dir"], devices=parse_devices(v["devices"]),
+                     isolate=v["isolate"] or v["timeout_s"] is not None,
+                     timeout_s=v["timeout_s"] if v["timeout_s"] is not None else DEFAULT_TIMEOUT_S,
+                     retry_failed=v["retry_failed"])
+    return run, TimingOptions(warmup_ms=v["warmup_ms"], rep_ms=v["rep_ms"], graph=v["graph"])

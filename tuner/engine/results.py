@@ -1,33 +1,20 @@
-"""Timed results files: the winner, every row, the grid and provenance, written atomically.
+"""The document of a timed sweep: the winner, every row, the grid and provenance.
 
-Top-level layout shared with the analytic results the lead writes:
-``schema, family, target, timed, winner{config, ...}, rows, assumptions, provenance`` (+ ``grid``,
-``per_workload``, ``excluded``, ``sweep`` here). Raw samples stay in the point cache; rows carry
-a summary (median, quartiles, IQR, min, max, n).
+Top-level layout shared with analytic results (``occtune.results``, which validates and writes
+both): ``schema, family, target, timed, winner{config, ...}, rows, assumptions, provenance``
+(+ ``grid``, ``per_workload``, ``excluded``, ``sweep`` here). Raw samples stay in the point cache;
+rows carry a summary (median, quartiles, IQR, min, max, n).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import platform
-import socket
-from pathlib import Path
-
-from occtune import __version__
-from occtune.provenance import git_revision
 from occtune.engine.family import key_of
-from occtune.fsutil import atomic_write_yaml
+from occtune.provenance import collect
 from occtune.results import SCHEMA  # one schema for analytic and timed results (tune export reads both)
 
 
 def provenance(result, target: str | None) -> dict:
-    fp = result.fingerprint
-    return {"target": target, "device_name": fp.get("device_name"), "arch": fp.get("arch"),
-            "driver": fp.get("driver"), "runtime": fp.get("runtime"), "torch": fp.get("torch"),
-            "triton": fp.get("triton"), "python": platform.python_version(), "occtune": __version__,
-            "git_revision": git_revision(), "source_hash": fp.get("source_hash"), "timer": fp.get("timer"),
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname()}
+    return collect(target=target, fingerprint=result.fingerprint)
 
 
 def row_summary(r: dict, speedup: float | None) -> dict:
@@ -91,13 +78,3 @@ def plain(obj):
     if obj is None or isinstance(obj, (bool, int, float)):
         return obj
     return str(obj)
-
-
-def write_results(path, result, selection, target: str | None = None, assumptions: list | dict | None = None) -> Path:
-    """Build the whole document first, then write it atomically (no partial file on failure)."""
-    from occtune.results import validate
-
-    doc = plain(build_document(result, selection, target, assumptions))
-    if doc.get("target") is not None:     # tuner/results.py's checks (tune export reads this file)
-        validate(doc, str(path))
-    return atomic_write_yaml(path, doc)

@@ -1,29 +1,24 @@
 """The timed sweep: prune -> build -> verify -> time -> cache, with failures isolated.
 
-API note (for the lead and the family authors)
-----------------------------------------------
+Use
+---
 ::
 
-    from occtune.engine.sweep import run_sweep
-    from occtune.engine.bench import BenchTimer
+    from occtune.engine.registry import get_family
+    from occtune.engine.options import RunOptions
+    from occtune.engine.sweep import SweepHooks, run_sweep
     from occtune.engine.select import select
-    from occtune.engine.results import write_results
 
     fam = get_family("rope")
     res = run_sweep(fam, configs=None, workloads=None,     # None: product of fam.axes(), fam.workloads()
-                    device="cuda", timer=BenchTimer(),       # or a fake timer in tests
-                    cache=None, fresh=False,                 # None: $OCCTUNE_CACHE_DIR or ~/.cache/occtune
-                    timeout_s=60, devices=None,              # devices=["cuda:0","cuda:1"]: one worker each
-                    isolate=False,                           # True: one spawn worker (hangs, faults)
-                    fits=None, annotate=None, peak_gbps=None)
+                    device="cuda", timer=None,               # None: BenchTimer(); a fake timer in tests
+                    options=RunOptions(isolate=True),        # cache, devices, isolation, timeout
+                    hooks=SweepHooks(fits=..., annotate=...))
     sel = select(res, fam)                                   # winner, ties, explanation
-    write_results("results/sm_90/rope.yaml", res, sel, target="sm_90")
 
-CLI commands take the shared options from ``occtune.engine.options`` (``@sweep_options``:
-``--fresh --cache --devices --isolate/--no-isolate --timeout --rep-ms --warmup-ms --graph
---retry-failed``) and pass ``**sweep_kwargs(opts)`` to ``run_sweep``; print
-``occtune.engine.display.sweep_table(res, sel)`` and ``sel.explanation``, or ``--json`` the
-document of ``occtune.engine.results.build_document``. ``python3 examples/engine_demo.py`` shows it all.
+Commands do not call this directly: ``occtune.timed.run_timed`` runs it, selects, writes the one
+results file (``occtune.results``) and prints; ``tune sweep`` (``occtune.pipeline``) sits on top.
+``python3 examples/engine_demo.py`` shows the engine alone.
 
 Cached statuses: every measured point is cached, failures too (``built_failed``, ``wrong``,
 ``timeout``, ``crashed``); ``retry_failed=True`` re-runs timeouts and crashes; ``skipped`` points
@@ -44,8 +39,8 @@ What the engine asks of a family (``occtune.engine.family.Family``):
 - For worker processes the family is rebuilt there from ``module:Class`` and
   ``getattr(family, "init_kwargs", {})``, so a family must be importable and constructible so.
 
-``fits(config) -> (ok, reason)`` prunes configs that cannot run (occupancy: LDS over the limit);
-``annotate(config) -> dict`` adds analytic columns to every row (``blocks_per_cu``, ...).
+:class:`SweepHooks`: ``fits(config) -> (ok, reason)`` prunes configs that cannot run (occupancy:
+LDS over the limit); ``annotate(config) -> dict`` adds analytic columns to every row.
 Every measured point is appended to the cache at once; a rerun re-measures nothing cached.
 """
 
@@ -62,6 +57,7 @@ from occtune.engine import cache as cache_mod
 from occtune.engine import env
 from occtune.engine.build import BuildCache
 from occtune.engine.family import Family, key_of
+from occtune.engine.options import RunOptions
 from occtune.engine.workunit import WorkUnit, execute, family_ref, point
 
 _RETRYABLE = ("timeout", "crashed")
@@ -95,13 +91,23 @@ def default_configs(family: Family) -> list[dict]:
     return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
 
 
+@dataclass(frozen=True)
+class SweepHooks:
+    """What a command adds to a sweep: ``fits(config) -> (ok, reason)`` prunes configs that cannot
+    run (occupancy); ``annotate(config) -> dict`` adds analytic columns to every row;
+    ``peak_gbps`` turns bytes moved into % of the memory floor."""
+
+    fits: Callable | None = None
+    annotate: Callable | None = None
+    peak_gbps: float | None = None
+
+
 def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list[dict] | None = None, *,
-              device: Any = "cpu", timer=None, cache: Any = None, fresh: bool = False,
-              timeout_s: float = 60.0, devices: list | None = None, isolate: bool = False,
-              progress: bool = True, fits: Callable | None = None, annotate: Callable | None = None,
-              peak_gbps: float | None = None, build_workers: int = 4, seed: int = 0,
-              retry_failed: bool = False) -> SweepResult:
-    """Sweep ``configs x workloads``; see the module docstring."""
+              device: Any = "cpu", timer=None, options: RunOptions = RunOptions(),
+              hooks: SweepHooks = SweepHooks(), cache: Any = None, progress: bool = True,
+              seed: int = 0) -> SweepResult:
+    """Sweep ``configs x workloads``; see the module docstring. ``cache``: None opens the point
+    cache of ``options.cache_dir``, False runs without one, a PointCache is used as given."""
     from occtune.engine.bench import BenchTimer
 
     t0 = time.perf_counter()
@@ -110,12 +116,11 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
     workloads = workloads if workloads is not None else family.workloads()
     name = family.name or type(family).__name__
     fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
-    store = None if cache is False else (
-        cache if isinstance(cache, cache_mod.PointCache) else cache_mod.PointCache.open(fp, cache, fresh=fresh))
+    store = _open_cache(cache, fp, options)
     res = SweepResult(name, str(device), fp, configs, workloads, family.baseline_config(),
                       cache_path=str(store.path) if store else None, axes=_axes_of(family))
     rows: dict[str, dict] = {}
-    units = _plan(family, configs, workloads, store, fresh, retry_failed, fits, rows, res, device, seed)
+    units = _plan(family, configs, workloads, store, options, hooks.fits, rows, res, device, seed)
 
     def on_point(rec: dict) -> None:
         rec = dict(rec, cached=False)
@@ -128,14 +133,22 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
 
     n_todo = sum(len(u.workloads) for u in units)
     with _Progress(progress, n_todo, name) as bar:
-        if devices or isolate:
-            _run_isolated(units, family, devices or [str(device)], timer, timeout_s, on_point)
+        if options.in_workers:
+            _run_isolated(units, family, list(options.devices or [str(device)]), timer, options.timeout_s, on_point)
         else:
-            _run_inprocess(units, family, device, timer, build_workers, on_point)
-    res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, annotate, peak_gbps)
+            _run_inprocess(units, family, device, timer, on_point)
+    res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, hooks)
                 for c in configs for w in workloads if cache_mod.point_key(c, w) in rows]
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def _open_cache(cache, fp, options: RunOptions):
+    if cache is False:
+        return None
+    if isinstance(cache, cache_mod.PointCache):
+        return cache
+    return cache_mod.PointCache.open(fp, cache if cache is not None else options.cache_dir, fresh=options.fresh)
 
 
 def _axes_of(family) -> dict:
@@ -145,7 +158,7 @@ def _axes_of(family) -> dict:
         return {}
 
 
-def _plan(family, configs, workloads, store, fresh, retry_failed, fits, rows, res, device, seed):
+def _plan(family, configs, workloads, store, options, fits, rows, res, device, seed):
     """Fill ``rows`` with skipped and cached points; return the work units still to run."""
     units = []
     for c in configs:
@@ -157,8 +170,8 @@ def _plan(family, configs, workloads, store, fresh, retry_failed, fits, rows, re
             if not valid:
                 rows[k] = point(c, w, "skipped", reason or "pruned", cached=False)
                 continue
-            hit = None if (fresh or store is None) else store.get(c, w)
-            if hit is not None and not (retry_failed and hit["status"] in _RETRYABLE):
+            hit = None if (options.fresh or store is None) else store.get(c, w)
+            if hit is not None and not (options.retry_failed and hit["status"] in _RETRYABLE):
                 rows[k] = dict(hit, cached=True)
                 res.n_cached += 1
             else:
@@ -176,9 +189,9 @@ def _fits(fits, config) -> tuple[bool, str]:
     return (r, "" if r else "does not fit") if isinstance(r, bool) else (bool(r[0]), r[1])
 
 
-def _run_inprocess(units, family, device, timer, build_workers, on_point) -> None:
+def _run_inprocess(units, family, device, timer, on_point) -> None:
     builds = BuildCache(family, device)
-    builds.prebuild([u.config for u in units], workers=build_workers)
+    builds.prebuild([u.config for u in units])
     for u in units:
         for rec in execute(u, family, builds, timer, device):
             on_point(rec)
@@ -191,7 +204,8 @@ def _run_isolated(units, family, devices, timer, timeout_s, on_point) -> None:
     WorkerPool(devs, timer, timeout_s).run(units, on_point)
 
 
-def _finish(rec: dict, family, annotate, peak_gbps) -> dict:
+def _finish(rec: dict, family, hooks: SweepHooks) -> dict:
+    annotate, peak_gbps = hooks.annotate, hooks.peak_gbps
     rec = dict(rec)
     t = rec.get("timing")
     if rec["status"] == "ok" and t:

@@ -1,0 +1,50 @@
+"""occtune installs like a library: a plain wheel, one `occtune` import namespace (no top-level
+`kernels` or `tuner`), profiles and kernel sources as package data, and the README's main job
+runs from a fresh virtual environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"pip wheel could not build here: {r.stderr.strip().splitlines()[-1:]}")
+    return next(out.glob("occtune-*.whl"))
+
+
+def test_wheel_has_one_namespace_and_its_data(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"occtune"}
+    for need in ("occtune/kernels/topk/topk.cuh", "occtune/kernels/topk/profile.yaml",
+                 "occtune/profiles/targets/gfx950.yaml", "occtune/kernels/rope/family.py"):
+        assert need in names
+
+
+def test_installed_wheel_runs_the_main_job(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
+    where = subprocess.run([str(py), "-c", "import occtune; print(occtune.__file__)"], capture_output=True,
+                           text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(venv))
+    r = subprocess.run([str(venv / "bin" / "tune"), "topk", "--target", "gfx950", "--json", "--no-write"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"winner"' in r.stdout and "gfx950" in r.stdout
+    prov = subprocess.run([str(py), "-c", "from occtune.provenance import git_revision_why as g; print(g())"],
+                          capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert "None" in prov and "installed package" in prov       # never the enclosing repository's

@@ -1,0 +1,122 @@
+"""`tune sweep FAMILY`: the one generic pipeline, for any family the registry finds.
+
+::
+
+    tune sweep --list
+    tune sweep rope --target gfx950                       # analytic: compiled resources, occupancy
+    tune sweep topk --set lds_budget=40K,48K --set threads=512 --workload B=64 --workload L=128K,1M
+"""
+
+from __future__ import annotations
+
+import click
+
+from occtune.engine.options import from_cli, sweep_options
+from occtune.errors import UserError
+from occtune.units import parse_size
+
+
+def parse_value(text: str):
+    """A config or workload value: an integer (sizes like 40K or 1M allowed), a float, a bool or a word."""
+    t = text.strip()
+    if not t:
+        raise UserError("an empty value; write e.g. --set BLOCK_M=16,32")
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    if t[0].isdigit():
+        try:
+            return parse_size(t, "value")
+        except UserError:
+            try:
+                return float(t)
+            except ValueError:
+                pass
+    return t
+
+
+def parse_assignments(items: tuple[str, ...], known: dict, what: str) -> dict[str, list]:
+    """``("BLOCK_M=16,32", ...)`` -> {"BLOCK_M": [16, 32]}; names must be in ``known``."""
+    out: dict[str, list] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UserError(f"--{what} {item!r}: write NAME=V1,V2 (e.g. --{what} {next(iter(known), 'x')}=...)")
+        if name not in known:
+            raise UserError(f"--{what} {name}: not a {'parameter axis' if what == 'set' else 'workload key'} "
+                            f"of this family; known: {', '.join(known) or 'none'}")
+        out[name] = list(dict.fromkeys(parse_value(v) for v in values.split(",")))
+    return out
+
+
+def space(family, sets: tuple[str, ...]) -> list[dict] | None:
+    if not sets:
+        return None
+    from occtune.pipeline import product
+
+    axes = dict(family.axes())
+    axes.update(parse_assignments(sets, axes, "set"))
+    return product(axes)
+
+
+def workloads(family, items: tuple[str, ...]) -> list[dict] | None:
+    if not items:
+        return None
+    from occtune.pipeline import product
+
+    template = family.workloads()[0]
+    given = parse_assignments(items, template, "workload")
+    return [{**template, **w} for w in product(given)]
+
+
+def _list_families(as_json: bool) -> None:
+    from occtune.engine.registry import families
+    from occtune.output import console, emit_json
+
+    found = families()
+    if as_json:
+        emit_json({"families": [{"name": s.name, "module": s.module, "origin": s.origin} for s in found.values()]})
+        return
+    for spec in sorted(found.values(), key=lambda s: s.name):
+        console.print(f"{spec.name:12s} {spec.module}  ({spec.origin})")
+
+
+@click.command("sweep")
+@click.argument("family_name", metavar="FAMILY", required=False)
+@click.option("--list", "list_only", is_flag=True, help="Name the families found and exit.")
+@click.option("--target", "target_name", help="Target, e.g. gfx950 or sm_90 (default: the local GPU).")
+@click.option("--analytic", is_flag=True, help="Resources and occupancy only, even on the local GPU.")
+@click.option("--device", type=click.Choice(["cpu"]), help="cpu: time on this CPU (Triton's interpreter, "
+              "TRITON_INTERPRET=1), for trying a family without a GPU; results go to <out>/cpu/.")
+@click.option("--set", "sets", multiple=True, metavar="AXIS=V1,V2",
+              help="Values of one parameter axis (repeatable); other axes keep the family's defaults.")
+@click.option("--workload", "workload_items", multiple=True, metavar="KEY=V1,V2",
+              help="Workload values (repeatable; their product is swept); other keys keep the defaults.")
+@click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
+@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@sweep_options
+def command(family_name, list_only, target_name, analytic, device, sets, workload_items, out_dir, no_write, as_json,
+            **opts):
+    """Sweep any kernel family: analytic on another target, timed on the local GPU."""
+    if list_only:
+        _list_families(as_json)
+        return
+    if not family_name:
+        raise UserError("name a family, e.g. 'tune sweep rope --target gfx950'; 'tune sweep --list' names them")
+    from occtune.engine.registry import get_family
+    from occtune.pipeline import SweepRequest, run_request
+
+    run, timing = from_cli(opts)
+    family = get_family(family_name)
+    cfgs, wls = space(family, sets), workloads(family, workload_items)
+    if device and (target_name or analytic):
+        raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
+    req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
+                       configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
+                       out_dir=None if no_write else out_dir, as_json=as_json, run=run, timing=timing)
+    run_request(req, family)
