@@ -16,7 +16,6 @@ from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
 from occtune.units import parse_int_list
 
-DEFAULT_TOKENS = (1, 64, 1024, 8192, 32768)
 DEFAULT_VARIANTS = "flat,batched"     # the reported fastest shape and sglang's default; 'all' for every one
 HEAD_DIM = 512                        # DeepSeek-V4: rope on the last 64 columns of a 512-wide head
 
@@ -49,12 +48,6 @@ def parse_grid(block_m: str, num_warps: str, variants: str) -> list[dict]:
         raise UserError(f"--variants {variants!r}: choose from {','.join(VARIANT_NAMES)} (or 'all')")
     return [{"variant": v, "BLOCK_M": b, "num_warps": n} for v, b, n in itertools.product(
         dict.fromkeys(names), dict.fromkeys(bms), dict.fromkeys(nws))]
-
-
-def _local_target() -> str | None:
-    from occtune.targets import detect
-
-    return detect()["target"]
 
 
 @click.command("rope")

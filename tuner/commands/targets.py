@@ -9,16 +9,6 @@ from occtune.output import console, emit_json
 from occtune.targets import all_targets, detect
 
 
-def _summary(t) -> dict:
-    if t.is_amd:
-        keys = ["compute_units", "wave_size", "max_waves_per_simd", "lds_per_cu", "max_lds_per_workgroup",
-                "lds_alloc_granularity", "vgprs_per_simd_lane"]
-    else:
-        keys = ["sms", "warp_size", "max_warps_per_sm", "shared_per_sm", "max_shared_per_block_optin",
-                "shared_alloc_unit", "registers_per_sm"]
-    return {k: t.params[k].value for k in keys}
-
-
 @click.command("targets")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def command(as_json: bool) -> None:

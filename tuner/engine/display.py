@@ -44,7 +44,3 @@ def sweep_table(result, selection) -> Table:
     doc = build_document(result, selection)
     return rows_table(doc, title=f"{result.family}: {len(result.rows)} points "
                                  f"({result.n_measured} measured, {result.n_cached} from cache)")
-
-
-def winner_line(selection) -> str:
-    return selection.explanation

@@ -92,7 +92,3 @@ def diff(old: dict, new: dict) -> list[str]:
     """Human lines 'field: old -> new' for every field that differs."""
     keys = sorted(set(old) | set(new))
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
-
-
-def python_tag() -> str:
-    return f"{sys.implementation.name} {platform.python_version()}"

@@ -93,6 +93,7 @@ def _path_families() -> list[FamilySpec]:
 
 @lru_cache(maxsize=8)
 def _discover(path_env: str) -> dict[str, FamilySpec]:
+    """``path_env`` is the cache key: a changed $OCCTUNE_FAMILY_PATH is looked at again."""
     found: dict[str, FamilySpec] = {}
     for spec in _builtin() + _entry_points() + _path_families():
         if spec.name in found:
