@@ -1,0 +1,145 @@
+"""FP8 GEMM configs, workloads and the sweep profile (profile.yaml).
+
+A config is a flat dict: ``backend`` plus the Triton axes (``BLOCK_M BLOCK_N BLOCK_K GROUP_M
+num_warps num_stages``) and, on AMD targets only, ``matrix_instr_nonkdim waves_per_eu`` (and
+``kpack`` on gfx942). A library backend's config carries the baseline's Triton values, which it
+ignores, so that every config has the same keys (tables, caches and exports stay uniform).
+A workload is ``{"M": int, "N": int, "K": int}``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from occtune.errors import UserError
+
+TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
+ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
+           "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
+           "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+
+# vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
+# tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
+BASELINE_TRITON = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 32, "num_warps": 4, "num_stages": 2}
+AMD_NEUTRAL = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0, "kpack": 2}
+
+
+def is_amd(target: str) -> bool:
+    return target.startswith("gfx")
+
+
+def amd_keys(target: str) -> tuple[str, ...]:
+    """The AMD-only axes that exist on ``target`` (none on NVIDIA; kpack only on gfx942)."""
+    if not is_amd(target):
+        return ()
+    return AMD_KEYS if target == "gfx942" else tuple(k for k in AMD_KEYS if k != "kpack")
+
+
+def fp8_dtype_name(target: str) -> str:
+    """gfx942 (CDNA3) computes in the fnuz variant of e4m3; NVIDIA and gfx950 in OCP e4m3."""
+    return "float8_e4m3fnuz" if target == "gfx942" else "float8_e4m3fn"
+
+
+def baseline_config(target: str) -> dict:
+    cfg = {"backend": "triton", **BASELINE_TRITON}
+    cfg.update({k: AMD_NEUTRAL[k] for k in amd_keys(target)})
+    return cfg
+
+
+def library_config(backend: str, target: str) -> dict:
+    return {**baseline_config(target), "backend": backend}
+
+
+def triton_values(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != "backend"}
+
+
+def validate_config(config, target: str, backends=None) -> dict:
+    """A clean copy of ``config`` for ``target``, or UserError naming the bad key."""
+    if not isinstance(config, dict):
+        raise UserError(f"fp8_gemm config must be a dict, got {config!r}")
+    want = {"backend", *TRITON_KEYS, *amd_keys(target)}
+    missing, extra = want - set(config), set(config) - want
+    if missing or extra:
+        raise UserError(f"fp8_gemm config for {target}: missing {sorted(missing)}, unexpected {sorted(extra)} "
+                        f"(AMD-only keys {', '.join(AMD_KEYS)} exist only on gfx targets)")
+    if backends is not None and config["backend"] not in backends:
+        raise UserError(f"fp8_gemm backend {config['backend']!r} is unknown; choose from {', '.join(backends)}")
+    for k in want - {"backend"}:
+        v = config[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v not in ALLOWED[k]:
+            raise UserError(f"fp8_gemm config {k}={v!r} is invalid; choose one of {ALLOWED[k]}")
+    return dict(config)
+
+
+def workload(M: int, N: int, K: int) -> dict:
+    return {"M": int(M), "N": int(N), "K": int(K)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    shapes: tuple          # ((n, k), ...)
+    m: tuple               # token counts
+    backends: tuple
+    buckets: tuple         # ((m_max or None, (triton values dict, ...)), ...)
+    amd: dict              # AMD option -> values
+
+    def workloads(self, shapes=None, ms=None) -> list[dict]:
+        return [workload(m, n, k) for (n, k) in (shapes or self.shapes) for m in (ms or self.m)]
+
+    def bucket_of(self, M: int) -> int:
+        for i, (m_max, _) in enumerate(self.buckets):
+            if m_max is None or M <= m_max:
+                return i
+        return len(self.buckets) - 1
+
+    def triton_configs(self, target: str, bucket: int | None = None) -> list[dict]:
+        """Triton configs (of one bucket, or all, deduplicated) for ``target``, AMD options crossed in."""
+        import itertools
+
+        out = []
+        picked = self.buckets if bucket is None else (self.buckets[bucket],)
+        keys = amd_keys(target)
+        for _, configs in picked:
+            for c in configs:
+                for vals in itertools.product(*(self.amd[k] for k in keys)):
+                    cfg = {"backend": "triton", **c, **dict(zip(keys, vals))}
+                    if cfg not in out:
+                        out.append(cfg)
+        return out
+
+
+def _read(path: Path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"cannot read profile {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of profile keys")
+    return data
+
+
+@functools.lru_cache(maxsize=4)
+def load_profile(path: str | None = None) -> Profile:
+    p = Path(path) if path else Path(__file__).with_name("profile.yaml")
+    d = _read(p)
+    try:
+        shapes = tuple((int(n), int(k)) for n, k in d["shapes"])
+        buckets = tuple((b["m_max"], tuple(dict(zip(TRITON_KEYS, map(int, c))) for c in b["configs"]))
+                        for b in d["buckets"])
+        amd = {k: tuple(int(v) for v in d["amd"][k]) for k in AMD_KEYS}
+        prof = Profile(shapes, tuple(int(m) for m in d["m"]), tuple(d["backends"]), buckets, amd)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{p}: malformed fp8_gemm profile ({type(e).__name__}: {e})") from None
+    for _, configs in prof.buckets:
+        for c in configs:
+            if len(c) != len(TRITON_KEYS):
+                raise UserError(f"{p}: a bucket config needs {len(TRITON_KEYS)} values ({', '.join(TRITON_KEYS)})")
+    return prof

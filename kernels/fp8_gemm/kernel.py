@@ -1,0 +1,108 @@
+"""The Triton w8a8 block-scaled FP8 GEMM: ``C[M, N] = (A * a_s) @ (B * b_s)^T`` in bf16.
+
+- ``A``: fp8 e4m3 ``[M, K]``, ``a_s``: fp32 ``[M, ceil(K/128)]`` (one scale per row and 128
+  columns; any strides, column-major is what the activation quantiser of sglang/vLLM writes).
+- ``B``: fp8 e4m3 ``[N, K]`` (K contiguous), ``b_s``: fp32 ``[ceil(N/128), ceil(K/128)]`` (one scale
+  per 128 x 128 block).
+- The scales multiply (dequantised value = fp8 value x scale). fp8 is ``float8_e4m3fn`` on NVIDIA
+  and gfx950, ``float8_e4m3fnuz`` on gfx942; the kernel is the same, Triton types it from the
+  tensors (fp8e4nv / fp8e4b8).
+
+Each program computes a ``BLOCK_M x BLOCK_N`` tile (grouped launch order, ``GROUP_M`` rows of
+tiles share B in L2). Per ``BLOCK_K`` step the fp8 dot product is formed in fp32 and then scaled by
+the step's row scales and block scale before it is added to the fp32 accumulator: the scales are
+constant across one step because ``BLOCK_K`` divides 128. Only standard Triton (``tl.dot``,
+loads, stores): no vendor intrinsics, so the same source compiles for NVIDIA and AMD targets.
+Offsets are 64-bit; ragged M, N and K are masked (N and K need not be multiples of 128).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+SCALE_BLOCK = 128     # the quantisation granularity: 1 x 128 for A, 128 x 128 for B
+
+
+@triton.jit
+def fp8_gemm_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
+                    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+                    stride_asm, stride_ask, stride_bsn, stride_bsk,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE: tl.constexpr):
+    pid = tl.program_id(0)
+    # No tl.cdiv / tl.zeros: they are @jit helpers, which stay interpreter objects under
+    # TRITON_INTERPRET=1 and then break the cross-compile of occtune.tritonxc.
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+
+    # rows and columns wrap inside the matrix, so that loads need no M/N mask (stores are masked)
+    rm = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
+    rn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rn[None, :] * stride_bn + rk[:, None] * stride_bk
+    as_ptrs = as_ptr + rm * stride_asm
+    if BLOCK_N <= SCALE:        # the whole tile lies in one 128-column scale block
+        bs_ptrs = bs_ptr + ((pid_n * BLOCK_N) // SCALE) * stride_bsn
+    else:
+        bs_ptrs = bs_ptr + (rn // SCALE) * stride_bsn
+
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for kk in range(0, (K + BLOCK_K - 1) // BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            left = K - kk * BLOCK_K
+            a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
+        ks = (kk * BLOCK_K) // SCALE
+        a_s = tl.load(as_ptrs + ks * stride_ask)
+        b_s = tl.load(bs_ptrs + ks * stride_bsk)
+        if BLOCK_N <= SCALE:
+            acc += tl.dot(a, b) * (a_s * b_s)[:, None]
+        else:
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + cm.to(tl.int64)[:, None] * stride_cm + cn.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+# launch options that only AMD targets understand (HIPOptions), with their neutral values
+AMD_OPTIONS = {"matrix_instr_nonkdim": 0, "waves_per_eu": 0, "kpack": 1}
+
+
+def grid(M: int, N: int, config: dict) -> tuple[int]:
+    return (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
+
+
+def launch_options(config: dict) -> dict:
+    """num_warps, num_stages and (present only in AMD configs) the AMD compile options."""
+    opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    opts.update({k: config[k] for k in AMD_OPTIONS if k in config})
+    return opts
+
+
+def launch(a, a_s, b, b_s, out, config: dict) -> None:
+    """``out[M, N] = (a * a_s) @ (b * b_s)^T`` with one Triton config (shapes checked by the caller)."""
+    M, K = a.shape
+    N = b.shape[0]
+    if M == 0 or N == 0:
+        return
+    fp8_gemm_kernel[grid(M, N, config)](
+        a, b, out, a_s, b_s, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1),
+        BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+        GROUP_M=config["GROUP_M"], EVEN_K=K % config["BLOCK_K"] == 0, SCALE=SCALE_BLOCK,
+        **launch_options(config))
