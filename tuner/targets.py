@@ -37,6 +37,9 @@ SCHEMA: dict[str, dict[str, type | tuple]] = {
         "l2_bytes": int, "peak_hbm_bytes_per_s": _NUM,
     },
 }
+# Optional parameters of either vendor: dense (no sparsity) tensor-core peaks in FLOP/s, for "% of
+# peak" columns; a target without them simply has no such column.
+OPTIONAL: dict[str, type | tuple] = {"peak_bf16_dense_flops": _NUM, "peak_fp8_dense_flops": _NUM}
 _TOP_KEYS = {"name", "vendor", "description", "params"}
 _PARAM_KEYS = {"value", "source", "confidence"}
 _CONFIDENCE = {"confirmed", "unconfirmed"}
@@ -116,15 +119,16 @@ def parse_target(data, path: str) -> Target:
     params = {}
     for key, entry in raw.items():
         where = f"params.{key}"
-        if key not in schema:
+        typ = schema.get(key, OPTIONAL.get(key))
+        if typ is None:
             raise UserError(f"{path}: unknown key '{where}' for a {vendor} target")
         if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
             raise UserError(f"{path}: key '{where}' must be a mapping with 'value' and 'source'")
         extra = set(entry) - _PARAM_KEYS
         if extra:
             raise UserError(f"{path}: key '{where}' has unknown field(s) {', '.join(sorted(extra))}")
-        if not _type_ok(entry["value"], schema[key]):
-            want = getattr(schema[key], "__name__", "number")
+        if not _type_ok(entry["value"], typ):
+            want = getattr(typ, "__name__", "number")
             raise UserError(f"{path}: key '{where}.value' must be {want}, got {entry['value']!r}")
         if not isinstance(entry["source"], str) or not entry["source"].strip():
             raise UserError(f"{path}: key '{where}.source' must name where the value comes from")
