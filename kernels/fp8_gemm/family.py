@@ -105,15 +105,22 @@ class Fp8GemmFamily(Family):
     name = "fp8_gemm"
 
     def __init__(self, workloads: list | None = None, target: str | None = None, backends: list | None = None,
-                 profile: str | None = None):
+                 profile: str | None = None, triton_configs: list | None = None):
+        """``triton_configs`` (dicts of the Triton axes) replaces the profile's per-M buckets: each
+        is then timed on every workload."""
+        import dataclasses
+
         self.profile = load_profile(profile)
+        if triton_configs:
+            cfgs = tuple({k: int(c[k]) for k in TRITON_KEYS} for c in triton_configs)
+            self.profile = dataclasses.replace(self.profile, buckets=((None, cfgs),))
         self.target = target or _local_target() or "sm_90"
         vendor = "amd" if is_amd(self.target) else "nvidia"
         self.backends = list(backends) if backends else [b for b in self.profile.backends if vendor in BACKENDS[b][0]]
         self._workloads = [dict(w) for w in workloads] if workloads else self.profile.workloads()
         self.fp8 = fp8_dtype_name(self.target)
         self.init_kwargs = {"workloads": self._workloads, "target": self.target, "backends": self.backends,
-                            "profile": profile}
+                            "profile": profile, "triton_configs": list(triton_configs or [])}
 
     # --- the space -------------------------------------------------------------------------
     def axes(self) -> dict[str, list]:
@@ -156,6 +163,11 @@ class Fp8GemmFamily(Family):
             return False, f"not in profile.yaml's Triton configs for M <= {m_max}" if m_max else \
                 "not in profile.yaml's Triton configs for the largest M bucket"
         return True, ""
+
+    def select_analytic(self, rows: list[dict], target) -> tuple[dict | None, str]:
+        return None, ("no analytic winner: a GEMM's speed is set by tile reuse and the matrix-core "
+                      "pipeline, which occupancy does not model; these rows say which configs fit and "
+                      f"why; time them on a {target.name} (tune fp8-gemm there) to choose")
 
     def safety_key(self, config: dict) -> float:
         """The library is safer than our kernel (it wins any tie): the vendor validates it across

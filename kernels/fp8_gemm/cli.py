@@ -1,0 +1,260 @@
+"""`tune fp8-gemm`: our Triton FP8 block-scaled GEMM against the vendor libraries, per (n, k) and M.
+
+On the local GPU's target: every backend is probed (a missing one is listed with the reason), then
+the timed sweep runs through the engine (occtune.timed.run_timed: cache, workers, progress),
+results go to ``<out>/<target>/fp8_gemm.yaml`` and the allow-list (allowlist.py) is built from
+the verified rows: per (n, k) and M, Triton or the library, by how much. ``--export DIR`` writes
+it as vLLM/sglang-style JSON and as a Python predicate ``use_triton(n, k, m)``.
+
+On any other target (or with --analytic): the Triton configs are cross-compiled for that target
+(no GPU) and the table shows registers, LDS, occupancy and the limiter; nothing is timed, and the
+library paths of that target are reported as not measured.
+"""
+
+from __future__ import annotations
+
+import click
+
+from occtune.engine.options import sweep_kwargs, sweep_options
+from occtune.errors import UserError
+from occtune.units import parse_int_list
+
+TRITON_FMT = "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages"
+
+
+def parse_shapes(text: str | None) -> list[tuple[int, int]] | None:
+    if not text:
+        return None
+    out = []
+    for part in (p.strip() for p in text.split(";")):
+        nums = [x.strip() for x in part.split(",")] if part else []
+        if len(nums) != 2 or not all(x.isdigit() and int(x) > 0 for x in nums):
+            raise UserError(f"--shapes: {part!r} is not n,k; write e.g. --shapes '7168,2048;512,7168'")
+        out.append((int(nums[0]), int(nums[1])))
+    return out
+
+
+def parse_triton(text: str | None) -> list[dict] | None:
+    from .config import TRITON_KEYS, validate_config
+
+    if not text:
+        return None
+    out = []
+    for part in (p.strip() for p in text.split(";") if p.strip()):
+        vals = parse_int_list(part, "--triton")
+        if len(vals) != len(TRITON_KEYS):
+            raise UserError(f"--triton: {part!r} needs {len(TRITON_KEYS)} values: {TRITON_FMT}")
+        cfg = dict(zip(TRITON_KEYS, vals))
+        validate_config({"backend": "triton", **cfg}, "sm_90")
+        out.append(cfg)
+    return out
+
+
+def parse_backends(text: str | None, vendor: str) -> list[str] | None:
+    from .backends import BACKENDS, backends_for
+
+    if not text:
+        return None
+    names = backends_for(vendor) if text.strip() == "all" else [b.strip() for b in text.split(",") if b.strip()]
+    bad = [b for b in names if b not in BACKENDS]
+    if bad or not names:
+        raise UserError(f"--backends {text!r}: choose from {','.join(BACKENDS)} (or 'all')")
+    wrong = [b for b in names if vendor not in BACKENDS[b][0]]
+    if wrong:
+        raise UserError(f"--backends: {', '.join(wrong)} do(es) not run on {vendor} targets")
+    return list(dict.fromkeys(names))
+
+
+@click.command("fp8-gemm")
+@click.option("--target", "target_name", help="Target (default: the local GPU). Another target: analytic table.")
+@click.option("--shapes", help="(n, k) shapes 'n,k;n,k;...' (default: the 14 DeepSeek-V4 shapes of profile.yaml).")
+@click.option("--m", "ms", help="Token counts M, e.g. 1,8,128 (default: profile.yaml's 1..16384).")
+@click.option("--backends", help="Backends to compare, e.g. triton,torch_scaled_mm, or 'all' (default: profile.yaml's).")
+@click.option("--triton", "triton_text", help=f"Explicit Triton configs '{TRITON_FMT};...' timed on every M "
+                                              "(default: profile.yaml's per-M buckets and the baseline).")
+@click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
+@click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
+@click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@sweep_options
+def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **sweep):
+    """Time the Triton FP8 GEMM against the vendor libraries; build the per-(n, k, M) allow-list."""
+    from occtune.targets import detect, load_target
+
+    from .config import load_profile
+    from .family import Fp8GemmFamily
+
+    prof = load_profile()
+    workloads = prof.workloads(parse_shapes(shapes), parse_int_list(ms, "--m") if ms else None)
+    local = detect()["target"]
+    name = target_name or local
+    if name is None:
+        raise UserError("no GPU found here; pass --target (e.g. --target gfx950 or --target sm_90) for the "
+                        "analytic table of cross-compiled resources and occupancy")
+    target = load_target(name)
+    fam = Fp8GemmFamily(workloads, target=name, backends=parse_backends(backends, target.vendor),
+                        triton_configs=parse_triton(triton_text))
+    if analytic or name != local:
+        if export_dir:
+            raise UserError("--export needs timed results: run tune fp8-gemm on a GPU of the target")
+        _analytic(fam, target, as_json)
+        return
+    _timed(fam, target, out_dir, export_dir, as_json, sweep)
+
+
+# --- analytic ---------------------------------------------------------------------------------
+
+def _analytic_configs(fam) -> list[dict]:
+    """The Triton configs the workloads' M buckets time, and the baseline."""
+    buckets = sorted({fam.profile.bucket_of(w["M"]) for w in fam.workloads()})
+    out = [fam.baseline_config()] if "triton" in fam.backends else []
+    for b in buckets:
+        out += [c for c in fam.profile.triton_configs(fam.target, b) if c not in out]
+    return out if "triton" in fam.backends else []
+
+
+def _analytic(fam, target, as_json) -> None:
+    from occtune import provenance
+    from occtune.engine.analytic import analytic_sweep
+    from occtune.output import console, emit_json
+
+    configs = _analytic_configs(fam)
+    res = analytic_sweep(fam, target, configs)
+    if configs and not res.rows:
+        raise UserError(f"Triton could not compile the FP8 GEMM for {target.name} here; is Triton's "
+                        f"{'AMD' if target.is_amd else 'NVIDIA'} backend installed?")
+    label = (f"analytic: each Triton config cross-compiled by Triton for {target.name} (no GPU), occupancy "
+             f"from the model; nothing timed; fp8 type {fam.fp8}")
+    libs = {b: "not measured: analytic run (no GPU); tune fp8-gemm on the target probes and times it"
+            for b in fam.backends if b != "triton"}
+    if as_json:
+        emit_json({"family": fam.name, "target": target.name, "timed": False, "analytic": True, "label": label,
+                   "fp8_dtype": fam.fp8, "resources_workload": fam._representative(), "rows": res.rows,
+                   "skipped": res.skipped, "winner": res.winner, "why": res.why, "library_backends": libs,
+                   "unconfirmed_target_parameters": target.unconfirmed(),
+                   "provenance": provenance.collect(target_file=target.path)})
+        return
+    _print_analytic(fam, target, res, label, libs, console)
+
+
+def _cfg_text(c: dict) -> str:
+    short = {"matrix_instr_nonkdim": "mi", "waves_per_eu": "wpe", "kpack": "kp"}
+    text = f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} g{c['GROUP_M']} w{c['num_warps']} s{c['num_stages']}"
+    return " ".join([text] + [f"{v}{c[k]}" for k, v in short.items() if k in c])
+
+
+def _print_analytic(fam, target, res, label, libs, console) -> None:
+    from rich.table import Table
+
+    unit = "CU" if target.is_amd else "SM"
+    w = fam._representative()
+    console.print(f"[bold]tune fp8-gemm --target {target.name}[/]: {label}")
+    console.print(f"resources read for M={w['M']} N={w['N']} K={w['K']}")
+    t = Table()
+    regs = ("VGPRs", "AGPRs", "SGPRs") if target.is_amd else ("regs",)
+    for col in ("config", "threads", *regs, "LDS B", f"blk/{unit}", "occ.", "limiter",
+                *(("LLVM occ.",) if target.is_amd else ())):
+        t.add_column(col, justify="left" if col in ("config", "limiter") else "right")
+    for r in res.rows:
+        nums = [str(r["vgprs"]), str(r["agprs"]), str(r["sgprs"])] if target.is_amd else [str(r["regs"])]
+        lds = r["static_lds_bytes"] + r["dynamic_lds_bytes"]
+        t.add_row(_cfg_text(r["config"]), str(r["threads"]), *nums, str(lds),
+                  str(r["blocks_per_cu"]) if r["fits"] else "no fit", f"{r['occupancy']:.0%}",
+                  r["limiter"] if r["fits"] else r["reason"][:40],
+                  *((str(r["compiler_occupancy"]),) if target.is_amd else ()))
+    console.print(t)
+    for s in res.skipped:
+        console.print(f"skipped {_cfg_text(s['config'])}: {s['reason']}")
+    for b, why in libs.items():
+        console.print(f"{b}: {why}")
+    console.print(res.why)
+
+
+# --- timed ------------------------------------------------------------------------------------
+
+def _timed(fam, target, out_dir, export_dir, as_json, sweep) -> None:
+    from occtune.output import console
+    from occtune.timed import run_timed
+
+    from .backends import availability
+
+    avail = {b: availability(b, "cuda", fam.fp8) for b in fam.backends if b != "triton"}
+    if not as_json:
+        for b, a in avail.items():
+            console.print(f"backend {b}: " + ("available" + (f" ({_detail(a.detail)})" if a.detail else "")
+                                              if a.ok else a.reason))
+    state: dict = {}
+
+    def after_write(path, doc):
+        state["doc"] = _allowlist(fam, doc, avail)
+        files = _export(state["doc"], export_dir, target.name) if export_dir else {}
+        if as_json:
+            return {"backends": {b: {"available": a.ok, "reason": a.reason, "detail": a.detail}
+                                 for b, a in avail.items()}, "allowlist": state["doc"], **files}
+        return files
+
+    kw = sweep_kwargs(sweep)
+    run_timed(fam, target=target.name, configs=fam.configs(), workloads=fam.workloads(), device="cuda",
+              timer=kw["timer"], out_dir=out_dir, cache=kw["cache"], fresh=kw["fresh"], devices=kw["devices"],
+              timeout_s=kw["timeout_s"], isolate=kw["isolate"], as_json=as_json, after_write=after_write,
+              peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9,
+              assumptions={"workloads": "DeepSeek-V4 (n, k) x M" if fam.workloads() == fam.profile.workloads()
+                           else "from --shapes/--m", "fp8": fam.fp8,
+                           "tolerance": "occtune.kernels.fp8_gemm.reference (rel L2 and max-abs <= 2^-7)",
+                           "library_inputs": "activation scales column-major, weight-side layouts prepared "
+                                             "untimed (backends.py)"})
+    if not as_json and "doc" in state:
+        print_allowlist(state["doc"], target, console)
+
+
+def _detail(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items() if k != "tried")
+
+
+def _allowlist(fam, doc, avail) -> dict:
+    from .allowlist import build
+
+    missing = {b: a.reason for b, a in avail.items() if not a.ok}
+    return build(doc["rows"], fam.safety_key, doc["provenance"], target=doc["target"], missing=missing)
+
+
+def _export(doc, export_dir, target_name) -> dict:
+    """Render both files first, then write each atomically (never a half-written pair)."""
+    from pathlib import Path
+
+    from occtune.fsutil import atomic_write_text
+
+    from .allowlist import render_json, render_predicate
+
+    texts = {"allowlist_json_file": (f"fp8_gemm_allowlist_{target_name}.json", render_json(doc)),
+             "predicate_file": (f"fp8_gemm_use_triton_{target_name}.py", render_predicate(doc))}
+    return {k: str(atomic_write_text(Path(export_dir) / name, text)) for k, (name, text) in texts.items()}
+
+
+def print_allowlist(doc, target, console) -> None:
+    """The winners table: per shape and M, each side's time, TFLOP/s, % of the fp8 peak, the choice."""
+    from rich.table import Table
+
+    peak = getattr(target, "peak_fp8_dense_flops", None)
+    t = Table(title=f"allow-list for {doc['target']} (ties inside the noise go to the library)")
+    for col in ("n,k", "M", "triton us", "library us", "library", "TFLOP/s", "% fp8 peak", "choice", "margin"):
+        t.add_column(col, justify="left" if col in ("n,k", "library", "choice") else "right")
+    for key, s in doc["shapes"].items():
+        for p in s["points"]:
+            us = p["triton_us"] if p["backend"] == "triton" else p["library_us"]
+            tf = 2 * p["m"] * s["n"] * s["k"] / (us * 1e-6) / 1e12 if us else None
+            t.add_row(key, str(p["m"]), _f(p["triton_us"]), _f(p["library_us"]), p["library_backend"] or "-",
+                      _f(tf, ".1f"), _f(100 * tf * 1e12 / peak if tf and peak else None, ".1f"), p["backend"],
+                      "" if p["margin"] is None else f"{p['margin']:+.1%}")
+    console.print(t)
+    sm = doc["summary"]
+    console.print(f"Triton chosen on {sm['triton_points']}/{sm['points']} points; allow-list vs always Triton "
+                  f"{_f(sm['speedup_vs_always_triton'], '.3f')}x, vs always the library "
+                  f"{_f(sm['speedup_vs_always_library'], '.3f')}x (geometric means over {sm['points_with_both']} "
+                  f"points where both ran)")
+    for b, why in doc["missing_backends"].items():
+        console.print(f"missing backend {b}: {why}")
+
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
