@@ -1,0 +1,251 @@
+"""The FP8 block-scaled GEMM family on the CPU: the Triton kernel under TRITON_INTERPRET=1 against
+the float64 reference, the tolerance, the space, the allow-list exports, and the kernel
+cross-compiled for gfx942 / gfx950 / sm_90 (also through `tune fp8-gemm --target gfx950`)."""
+
+import json
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if os.environ["TRITON_INTERPRET"] != "1":
+    pytest.skip("CPU tests: run with TRITON_INTERPRET=1", allow_module_level=True)
+
+from occtune.engine.registry import get_family  # noqa: E402
+from occtune.errors import UserError  # noqa: E402
+from occtune.kernels.fp8_gemm import allowlist, fp8_gemm  # noqa: E402
+from occtune.kernels.fp8_gemm.config import BASELINE_TRITON, library_config  # noqa: E402
+from occtune.kernels.fp8_gemm.family import Fp8GemmFamily, make_gemm_inputs, verify  # noqa: E402
+from occtune.kernels.fp8_gemm.resources import compiled_resources, signature  # noqa: E402
+
+SMALL = [{"M": 37, "N": 200, "K": 320}, {"M": 1, "N": 256, "K": 256}]
+TRI = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=2)
+
+
+@pytest.mark.parametrize("cfg,fp8", [
+    (TRI, "float8_e4m3fn"),
+    (TRI, "float8_e4m3fnuz"),                                             # gfx942's type
+    ({**TRI, "BLOCK_M": 32, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 2}, "float8_e4m3fn"),  # tile over 2 scale blocks
+    ({**TRI, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, "float8_e4m3fn"),
+])
+def test_kernel_matches_reference(cfg, fp8):
+    # M=37 (ragged tile), N=200 (a partial 128-column scale block), K=320 (a partial scale group)
+    inp = make_gemm_inputs(37, 200, 320, 1, "cpu", fp8)
+    assert torch.isnan(inp.out).all()                           # poisoned before the run
+    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg, out=inp.out)
+    res = verify(out, inp)
+    assert res.ok, res.reason
+    assert 0 < res.diagnostics["rel_l2"] < 2 ** -7 and res.diagnostics["rows_checked"] == 37
+
+
+def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan():
+    inp = make_gemm_inputs(37, 200, 320, 2, "cpu")
+    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI, out=inp.out).clone()
+    assert verify(out, inp).ok
+    good = inp.a_s.clone()
+    inp.a_s[5, 1] *= 2                                           # one 1x128 activation group's scale doubled
+    bad = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI)
+    inp.a_s.copy_(good)
+    res = verify(bad, inp)
+    assert not res.ok and res.diagnostics["max_abs_err"] > 4 * 2 ** -7 * res.diagnostics["max_abs_ref"]
+    swapped = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.flip(0), TRI)     # weight block scales misindexed
+    assert not verify(swapped, inp).ok
+    out[36, 199] = float("nan")                                  # one element never written
+    assert "NaN" in verify(out, inp).reason
+
+
+def test_bad_arguments_are_user_errors():
+    inp = make_gemm_inputs(4, 128, 256, 3, "cpu")
+    with pytest.raises(UserError):
+        fp8_gemm(inp.a, inp.a_s.t(), inp.b, inp.b_s)              # scale shape
+    with pytest.raises(UserError):
+        fp8_gemm(inp.a.float(), inp.a_s, inp.b, inp.b_s)          # not fp8
+    with pytest.raises(UserError):
+        fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, {**TRI, "BLOCK_K": 96})
+
+
+def test_registered_with_the_seed_shapes_and_a_uniform_space():
+    fam = get_family("fp8_gemm", target="sm_90")
+    ws = fam.workloads()
+    assert len(ws) == 14 * 9 and {"M": 16384, "N": 8192, "K": 32768} in ws and {"M": 1, "N": 2112, "K": 7168} in ws
+    assert fam.baseline_config() == {"backend": "triton", **BASELINE_TRITON}
+    cfgs = fam.configs()
+    assert cfgs[0] == fam.baseline_config() and cfgs[-1]["backend"] != "triton"
+    assert {c["backend"] for c in cfgs} == set(fam.backends) and "aiter" not in fam.backends
+    assert all(set(c) == set(cfgs[0]) for c in cfgs)                   # one key set for every config
+    assert all(any(fam.is_valid(c, w)[0] for w in ws) for c in cfgs)
+    assert fam.flops({"M": 2, "N": 3, "K": 128}) == 2 * 2 * 3 * 128
+    assert fam.bytes_moved({"M": 2, "N": 3, "K": 128}) == 2 * 128 + 3 * 128 + 4 * (2 + 1) + 2 * 2 * 3
+    assert all(isinstance(v, int) for v in fam.macros(cfgs[1]).values())
+
+
+def test_is_valid_prunes_by_bucket_backend_and_target():
+    fam = Fp8GemmFamily(SMALL, target="sm_90")
+    decode = fam.profile.triton_configs("sm_90", 0)[0]
+    assert fam.is_valid(decode, {"M": 1, "N": 512, "K": 7168})[0]
+    ok, why = fam.is_valid(decode, {"M": 4096, "N": 512, "K": 7168})
+    assert not ok and "profile.yaml" in why
+    assert fam.is_valid(fam.baseline_config(), {"M": 4096, "N": 512, "K": 7168})[0]
+    lib = library_config("torch_scaled_mm", "sm_90")
+    assert fam.is_valid(lib, SMALL[0])[0]
+    ok, why = fam.is_valid({**lib, "BLOCK_M": 16}, SMALL[0])
+    assert not ok and "ignores the Triton axes" in why
+    assert not fam.is_valid({**decode, "BLOCK_K": 48}, SMALL[0])[0]
+    assert not fam.is_valid({**decode, "matrix_instr_nonkdim": 16}, SMALL[0])[0]     # an AMD axis on sm_90
+    amd = Fp8GemmFamily(SMALL, target="gfx942")
+    assert {"matrix_instr_nonkdim", "waves_per_eu", "kpack"} <= set(amd.axes())
+    assert "kpack" not in Fp8GemmFamily(SMALL, target="gfx950").axes() and "aiter" in amd.backends
+    assert amd.fp8 == "float8_e4m3fnuz"
+    assert amd.safety_key(library_config("aiter", "gfx942")) > amd.safety_key(amd.baseline_config())
+
+
+def test_sweep_through_the_engine_reports_the_missing_library():
+    from doubles import FakeTimer
+
+    from occtune.engine.sweep import run_sweep
+
+    fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
+    res = run_sweep(fam, fam.configs(), SMALL, device="cpu", timer=FakeTimer(), cache=False, progress=False)
+    status = {(r["config"]["backend"], r["config"]["BLOCK_M"], r["workload"]["M"]): r for r in res.rows}
+    assert status[("triton", 16, 37)]["status"] == "ok" and status[("triton", 64, 1)]["status"] == "ok"
+    lib = status[("torch_scaled_mm", 64, 37)]
+    assert lib["status"] == "built_failed" and "missing: no GPU" in lib["reason"]
+
+
+def _row(backend, M, us, cfg=None, n=512, k=7168, status="ok", spread=0.005):
+    c = library_config(backend, "sm_90") if backend != "triton" else {"backend": "triton", **(cfg or TRI)}
+    return {"config": c, "workload": {"M": M, "N": n, "K": k}, "status": status,
+            "median_us": us, "q1_us": us * (1 - spread), "q3_us": us * (1 + spread)}
+
+
+def _doc():
+    fam = Fp8GemmFamily(SMALL, target="sm_90")
+    big = {**TRI, "BLOCK_M": 128}
+    rows = [_row("triton", 1, 5.0), _row("triton", 1, 9.0, big), _row("torch_scaled_mm", 1, 8.0),   # triton +60%
+            _row("triton", 128, 10.0), _row("torch_scaled_mm", 128, 10.05),                     # a tie: library
+            _row("triton", 4096, 50.0, big), _row("torch_scaled_mm", 4096, 40.0),               # library +25%
+            _row("triton", 4096, 1.0, status="wrong"),                                          # never chosen
+            _row("triton", 1, 3.0, n=7168, k=2048), _row("torch_scaled_mm", 1, 2.0, n=7168, k=2048,
+                                                             status="crashed")]
+    prov = {"target": "sm_90", "device_name": "NVIDIA H200", "torch": "2.11", "triton": "3.6",
+            "date": "2026-12-01T00:00:00+00:00", "git_revision": "abc123"}
+    return allowlist.build(rows, fam.safety_key, prov, target="sm_90", missing={"deep_gemm": "missing: nope"})
+
+
+def test_allowlist_decides_per_point_with_noise_and_margin():
+    doc = _doc()
+    pts = {p["m"]: p for p in doc["shapes"]["512,7168"]["points"]}
+    assert pts[1]["backend"] == "triton" and pts[1]["margin"] == pytest.approx(0.6)
+    assert pts[1]["triton_config"]["BLOCK_M"] == 16
+    assert pts[128]["backend"] == "library" and "tied" in pts[128]["decided_by"]
+    assert pts[4096]["backend"] == "library" and pts[4096]["margin"] == pytest.approx(0.25)
+    assert pts[4096]["triton_us"] == 50.0                               # the wrong row is not a candidate
+    only = doc["shapes"]["7168,2048"]["points"][0]
+    assert only["backend"] == "triton" and only["margin"] is None     # the library crashed there
+    assert [(p["m_lo"], p["m_hi"]) for p in pts.values()] == [(1, 64), (65, 2112), (2113, None)]
+    s = doc["summary"]
+    assert s["points"] == 4 and s["triton_points"] == 2
+    assert s["speedup_vs_always_library"] == pytest.approx(1.6 ** (1 / 3), rel=1e-3)   # 1.6x, 1x, 1x
+    assert s["speedup_vs_always_triton"] == pytest.approx((1.0 * 0.995 * 1.25) ** (1 / 3), rel=1e-3)
+
+
+def test_allowlist_json_and_predicate_exports():
+    doc = _doc()
+    js = json.loads(allowlist.render_json(doc))
+    assert js["_provenance"]["git_revision"] == "abc123" and js["_missing_backends"] == {"deep_gemm": "missing: nope"}
+    e = js["512,7168"]["1"]
+    assert e["backend"] == "triton" and e["BLOCK_SIZE_M"] == 16 and e["num_stages"] == 2
+    assert js["512,7168"]["4096"]["backend"] == "library"
+    src = allowlist.render_predicate(doc)
+    assert "abc123" in src and "NVIDIA H200" in src
+    ns: dict = {}
+    exec(compile(src, "use_triton.py", "exec"), ns)
+    use, cfg = ns["use_triton"], ns["triton_config"]
+    assert use(512, 7168, 1) and use(512, 7168, 64) and not use(512, 7168, 65)
+    assert not use(512, 7168, 128) and not use(512, 7168, 100000)
+    assert use(7168, 2048, 9999)
+    assert not use(1, 2, 3)                                            # unmeasured shape: the fallback (library)
+    assert cfg(512, 7168, 2)["BLOCK_M"] == 16 and cfg(512, 7168, 4096) is None
+
+
+def test_cross_compiles_for_gfx942_gfx950_sm90():
+    w = {"M": 4096, "N": 7168, "K": 2048}
+    sig, _, _ = signature("gfx942", 4096, 7168, 2048, TRI)
+    assert sig["a_ptr"] == "*fp8e4b8" and signature("gfx950", 4096, 7168, 2048, TRI)[0]["a_ptr"] == "*fp8e4nv"
+    amd = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0}
+    r942 = compiled_resources({**TRI, **amd, "kpack": 2}, "gfx942", w)
+    r950 = compiled_resources({**TRI, **amd}, "gfx950", w)
+    for r in (r942, r950):
+        assert r.threads == 4 * 64 and r.vgprs > 0 and r.sgprs > 0 and r.dynamic_lds > 0
+        assert r.source.startswith("compiled: triton") and 1 <= r.compiler_occupancy <= 10
+    small = compiled_resources(TRI, "sm_90", w)
+    deep = compiled_resources({**TRI, "num_stages": 4}, "sm_90", w)
+    assert small.threads == 128 and small.regs > 0 and deep.dynamic_lds > small.dynamic_lds
+
+
+def test_cli_analytic_gfx950_json():
+    from click.testing import CliRunner
+
+    from occtune.kernels.fp8_gemm.cli import command
+
+    r = CliRunner().invoke(command, ["--target", "gfx950", "--json", "--m", "1", "--shapes", "7168,2048",
+                                     "--triton", "16,64,128,1,4,3"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output[r.output.index("{"):])
+    assert doc["analytic"] and not doc["timed"] and doc["target"] == "gfx950" and doc["fp8_dtype"] == "float8_e4m3fn"
+    assert len(doc["rows"]) == 2 and doc["winner"] is None              # the baseline and the one config
+    for row in doc["rows"]:
+        assert row["vgprs"] > 0 and row["fits"] and row["blocks_per_cu"] >= 1
+        assert row["resources_source"].startswith("compiled") and "kpack" not in row["config"]
+    assert set(doc["library_backends"]) == {"torch_scaled_mm", "aiter", "aiter_bpreshuffle"}
+
+
+@pytest.mark.parametrize("args,frag", [
+    (["--shapes", "7168"], "n,k"),
+    (["--backends", "aiter"], "do(es) not run"),
+    (["--triton", "16,64,128"], "needs 6 values"),
+    (["--target", "gfx950", "--export", "x"], "--export needs timed results"),
+])
+def test_cli_bad_input_is_one_line(args, frag):
+    from click.testing import CliRunner
+
+    from occtune.kernels.fp8_gemm.cli import command
+
+    r = CliRunner().invoke(command, ["--target", "sm_90", "--analytic", *args])
+    assert isinstance(r.exception, UserError) and frag in str(r.exception)
+
+
+def test_benchmark_pieces_on_the_cpu():
+    """benchmarks/bench_fp8_gemm.py's measuring, tables and checks, on tiny workloads with a fake timer."""
+    import importlib.util
+    from pathlib import Path
+
+    from doubles import FakeTimer
+
+    from occtune.engine.family import key_of
+    from occtune.targets import load_target
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fp8_gemm.py"
+    spec = importlib.util.spec_from_file_location("bench_fp8_gemm", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
+    timer = FakeTimer({key_of({"backend": "triton", **TRI}): 50.0})
+    rows = []
+    for w in SMALL:
+        rows += bench.measure_workload(fam, w, fam.configs(), timer, device="cpu")
+    status = {(cfg["backend"], cfg["BLOCK_M"], w["M"]): st for cfg, w, st in
+              ((r["config"], r["workload"], r["status"]) for r in rows)}
+    assert status[("triton", 16, 37)] == "ok" and status[("torch_scaled_mm", 64, 1)] == "missing"
+    doc = allowlist.build(rows, fam.safety_key, {"device": "cpu"}, target="sm_90",
+                          missing={"torch_scaled_mm": "missing: no GPU here"})
+    best = {p["m"]: p for s in doc["shapes"].values() for p in s["points"]}
+    assert best[37]["backend"] == "triton" and best[37]["triton_us"] == 50.0      # the fake timer's table
+    target = load_target("sm_90")
+    md = bench.markdown(doc, rows, target, target.peak_fp8_dense_flops, 1.0)
+    assert "| 200,320 | 37 | 50.00 |" in md and "torch_scaled_mm: missing: no GPU here" in md
+    text = bench.csv_text(rows, target.peak_fp8_dense_flops)
+    assert text.count("\n") == len(rows) + 1 and "missing" in text
+    assert "not measurable" in bench.checks(doc)[0]
