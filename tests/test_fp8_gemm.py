@@ -249,3 +249,69 @@ def test_benchmark_pieces_on_the_cpu():
     text = bench.csv_text(rows, target.peak_fp8_dense_flops)
     assert text.count("\n") == len(rows) + 1 and "missing" in text
     assert "not measurable" in bench.checks(doc)[0]
+
+
+def test_backend_probe_picks_a_right_variant_and_says_why_not(monkeypatch):
+    """The detection logic with a fake torch path: v2 refuses a ragged N, v1 unpadded is wrong on a
+    ragged M (as cuBLASLt could be), v1 with M padding is right: that one must be chosen, and every
+    failure must be reported; a library that is not installed is 'missing' with the import error."""
+    from occtune.kernels.fp8_gemm import backends as B
+    from occtune.kernels.fp8_gemm.reference import reference
+
+    def fake(variant):
+        def run(inp):
+            M, N = inp.a.shape[0], inp.b.shape[0]
+            if variant["api"] == "v2" and N % 128:
+                raise RuntimeError("scale b must have shape [L4, N // 128]")
+            out = reference(inp.a, inp.a_s, inp.b, inp.b_s).to(torch.bfloat16)
+            return out * 2 if (M % 4 and not variant["pad_m"]) else out
+        return run
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(B, "_probe_inputs", lambda device, fp8: (
+        [make_gemm_inputs(8, 256, 512, 11, "cpu"), make_gemm_inputs(5, 256, 384, 12, "cpu")],
+        [make_gemm_inputs(8, 320, 256, 13, "cpu")]))
+    monkeypatch.setitem(B._CALLS, "torch_scaled_mm", fake)
+    B.availability.cache_clear()
+    try:
+        av = B.availability("torch_scaled_mm", "cuda")
+        assert av.ok and av.detail["api"] == "v1" and av.detail["pad_m"] and av.detail["ragged_n"]
+        assert [t["why"].split(":")[0] for t in av.detail["tried"]] == ["wrong", "wrong"]    # v1 and v2 unpadded
+        monkeypatch.setitem(B._CALLS, "torch_scaled_mm", lambda v: (_ for _ in ()).throw(NotImplementedError(
+            "DeepSeek style (1x128, 128x128) scaling only supported in CUDA for SM90")))
+        B.availability.cache_clear()
+        av = B.availability("torch_scaled_mm", "cuda")
+        assert not av.ok and av.reason.count("unusable: NotImplementedError: DeepSeek style") == 4
+        dg = B.availability("deep_gemm", "cuda")
+        assert not dg.ok and dg.reason.startswith("missing: ModuleNotFoundError") and "deep_gemm" in dg.reason
+        with pytest.raises(B.BackendUnavailable, match="deep_gemm missing"):
+            B.runner("deep_gemm", "cuda", "float8_e4m3fn")
+    finally:
+        B.availability.cache_clear()
+
+
+def test_timed_path_writes_results_allowlist_and_exports(tmp_path, capsys):
+    """tune fp8-gemm's timed path end to end on the CPU (interpreted kernel, real timer, tiny grid)."""
+    from occtune.kernels.fp8_gemm.cli import _timed, print_allowlist
+    from occtune.output import console
+    from occtune.targets import load_target
+
+    ws = [{"M": 5, "N": 128, "K": 256}, {"M": 1, "N": 128, "K": 256}]
+    fam = Fp8GemmFamily(ws, target="sm_90", backends=["triton", "torch_scaled_mm"],
+                        triton_configs=[{**TRI, "BLOCK_N": 128}])
+    sweep = {"fresh": True, "cache_dir": str(tmp_path / "cache"), "devices": None, "isolate": False,
+             "timeout_s": 60.0, "rep_ms": 0.01, "warmup_ms": 0.01, "use_graph": 0, "retry_failed": False}
+    target = load_target("sm_90")
+    _timed(fam, target, str(tmp_path / "res"), str(tmp_path / "exp"), True, sweep, device="cpu")
+    doc = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "res" / "sm_90" / "fp8_gemm.yaml").is_file()
+    assert doc["backends"]["torch_scaled_mm"]["available"] is False
+    assert doc["allowlist"]["summary"]["points"] == 2 and doc["predicate_file"].endswith(".py")
+    js = json.loads((tmp_path / "exp" / "fp8_gemm_allowlist_sm_90.json").read_text())
+    assert js["128,256"]["5"]["backend"] == "triton" and "torch_scaled_mm" in js["_missing_backends"]
+    ns: dict = {}
+    exec((tmp_path / "exp" / "fp8_gemm_use_triton_sm_90.py").read_text(), ns)
+    assert ns["use_triton"](128, 256, 37) and ns["triton_config"](128, 256, 1) is not None
+    with console.capture() as cap:
+        print_allowlist(doc["allowlist"], target, console)
+    assert "missing backend torch_scaled_mm: missing: no GPU" in cap.get() and "choice" in cap.get()

@@ -21,7 +21,9 @@ multiple of 4 blocks (L4) and laid out K-major (PyTorch PR #166752: without it c
 wrong answers when (K/128) % 4 != 0), and vLLM pads M to a multiple of 4 for cuBLASLt (vLLM PR
 #49932). The probe tries the v2 API (``torch.nn.functional.scaled_mm`` with ``ScalingType``)
 and the v1 API (``torch._scaled_mm``, recipe inferred from the scale shapes), with and without
-M padding, and keeps the first variant that is right on both tiny problems.
+M padding, and keeps the first variant that is right on both tiny problems, preferring one that
+also takes a ragged N (torch's v2 checks ``scale_b`` against ``N // 128`` blocks, so it refuses
+DeepSeek's n = 2112; v1 checks ``ceil(N / 128)``); ``detail["ragged_n"]`` records the outcome.
 """
 
 from __future__ import annotations
@@ -180,10 +182,12 @@ def _one_line(e: BaseException) -> str:
 
 
 def _probe_inputs(device, fp8_dtype):
+    """The must-pass problems, and one with a ragged N (N % 128 != 0, as DeepSeek's n = 2112)."""
     from .family import make_gemm_inputs
 
     # K/128 = 4 (no padding) with M = 8; K/128 = 3 (cuBLASLt's L4 padding) with M = 5 (ragged M)
-    return [make_gemm_inputs(8, 256, 512, 11, device, fp8_dtype), make_gemm_inputs(5, 256, 384, 12, device, fp8_dtype)]
+    core = [make_gemm_inputs(8, 256, 512, 11, device, fp8_dtype), make_gemm_inputs(5, 256, 384, 12, device, fp8_dtype)]
+    return core, [make_gemm_inputs(8, 320, 256, 13, device, fp8_dtype)]
 
 
 def _try(name: str, detail: dict, probes) -> str:
@@ -223,14 +227,21 @@ def availability(name: str, device: str = "cuda", fp8_dtype: str = "float8_e4m3f
             importlib.import_module(_MODULES[name])
         except Exception as e:  # noqa: BLE001 - ImportError or a broken install: both are "missing"
             return Availability(False, f"missing: {_one_line(e)}")
-    probes = _probe_inputs(device, fp8_dtype)
+    core, ragged = _probe_inputs(device, fp8_dtype)
     variants = _TORCH_VARIANTS if name == "torch_scaled_mm" else ({},)
-    tried = []
+    tried, passed = [], []
     for v in variants:
-        why = _try(name, dict(v), probes)
-        if not why:
-            return Availability(True, "", {**v, "tried": tried})
-        tried.append({**v, "why": why})
+        why = _try(name, dict(v), core)
+        if why:
+            tried.append({**v, "why": why})
+            continue
+        why_ragged = _try(name, dict(v), ragged)
+        passed.append({**v, "ragged_n": not why_ragged, **({"ragged_n_why": why_ragged} if why_ragged else {})})
+        if not why_ragged:
+            break
+    if passed:     # the first variant right on the core problems, preferring one that takes a ragged N
+        best = next((p for p in passed if p["ragged_n"]), passed[0])
+        return Availability(True, "", {**best, "tried": tried})
     reason = tried[0]["why"] if len(tried) == 1 else "; ".join(
         f"{t.get('api')}{' pad M' if t.get('pad_m') else ''}: {t['why']}" for t in tried)
     return Availability(False, reason, {"tried": tried})

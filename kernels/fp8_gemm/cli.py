@@ -172,13 +172,13 @@ def _print_analytic(fam, target, res, label, libs, console) -> None:
 
 # --- timed ------------------------------------------------------------------------------------
 
-def _timed(fam, target, out_dir, export_dir, as_json, sweep) -> None:
+def _timed(fam, target, out_dir, export_dir, as_json, sweep, device: str = "cuda") -> None:
     from occtune.output import console
     from occtune.timed import run_timed
 
     from .backends import availability
 
-    avail = {b: availability(b, "cuda", fam.fp8) for b in fam.backends if b != "triton"}
+    avail = {b: availability(b, device, fam.fp8) for b in fam.backends if b != "triton"}
     if not as_json:
         for b, a in avail.items():
             console.print(f"backend {b}: " + ("available" + (f" ({_detail(a.detail)})" if a.detail else "")
@@ -194,7 +194,7 @@ def _timed(fam, target, out_dir, export_dir, as_json, sweep) -> None:
         return files
 
     kw = sweep_kwargs(sweep)
-    run_timed(fam, target=target.name, configs=fam.configs(), workloads=fam.workloads(), device="cuda",
+    run_timed(fam, target=target.name, configs=fam.configs(), workloads=fam.workloads(), device=device,
               timer=kw["timer"], out_dir=out_dir, cache=kw["cache"], fresh=kw["fresh"], devices=kw["devices"],
               timeout_s=kw["timeout_s"], isolate=kw["isolate"], as_json=as_json, after_write=after_write,
               peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9,
