@@ -39,7 +39,11 @@ def parse_args(argv=None):
     p.add_argument("--backends", help="comma list (default: profile.yaml's for this vendor)")
     p.add_argument("--rep-ms", type=float, default=20.0, help="timing budget per point (ms)")
     p.add_argument("--warmup-ms", type=float, default=5.0)
+    p.add_argument("--triton", help="explicit Triton configs 'BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,"
+                                    "num_stages;...' on every M (default: profile.yaml's per-M buckets)")
     p.add_argument("--out-dir", help="where to write (default results/<target>/)")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu to try the script under TRITON_INTERPRET=1 "
+                                                    "(target sm_90 assumed, times meaningless)")
     return p.parse_args(argv)
 
 
@@ -202,34 +206,39 @@ def main(argv=None) -> int:
     from occtune.fsutil import atomic_write_text
     from occtune.kernels.fp8_gemm import allowlist
     from occtune.kernels.fp8_gemm.backends import availability
-    from occtune.kernels.fp8_gemm.cli import parse_backends, parse_shapes
+    from occtune.kernels.fp8_gemm.cli import _f, parse_backends, parse_shapes, parse_triton
     from occtune.kernels.fp8_gemm.config import load_profile
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily
     from occtune.targets import detect, load_target
     from occtune.units import parse_int_list
 
     args = parse_args(argv)
-    det = detect()
-    if det["target"] is None or not torch.cuda.is_available():
-        print(f"error: needs a GPU of a known target (found: {det['device']})", file=sys.stderr)
-        return 2
-    target = load_target(det["target"])
+    if args.device == "cpu":
+        name = "sm_90"
+    else:
+        det = detect()
+        if det["target"] is None or not torch.cuda.is_available():
+            print(f"error: needs a GPU of a known target (found: {det['device']})", file=sys.stderr)
+            return 2
+        name = det["target"]
+    target = load_target(name)
     prof = load_profile()
     workloads = prof.workloads(parse_shapes(args.shapes), parse_int_list(args.m, "--m") if args.m else None)
-    fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(args.backends, target.vendor))
-    avail = {b: availability(b, "cuda", fam.fp8) for b in fam.backends if b != "triton"}
+    fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(args.backends, target.vendor),
+                        triton_configs=parse_triton(args.triton))
+    avail = {b: availability(b, args.device, fam.fp8) for b in fam.backends if b != "triton"}
     for b, a in avail.items():
         log(f"backend {b}: {'available ' + str({k: v for k, v in a.detail.items() if k != 'tried'}) if a.ok else a.reason}")
     timer = BenchTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
     configs = fam.configs()
     t0, rows = time.perf_counter(), []
     for i, w in enumerate(workloads, 1):
-        wrows = measure_workload(fam, w, configs, timer, seed=i)
+        wrows = measure_workload(fam, w, configs, timer, seed=i, device=args.device)
         rows += wrows
         log(progress_line(i, len(workloads), w, wrows, t0, fam.safety_key))
     wall = time.perf_counter() - t0
-    prov = provenance.collect(device=det["device"], target=target.name, timer=f"BenchTimer(warmup_ms="
-                              f"{args.warmup_ms}, rep_ms={args.rep_ms})", source_hash=fam.source_hash())
+    prov = provenance.for_device(args.device, timer=f"BenchTimer(warmup_ms={args.warmup_ms}, rep_ms={args.rep_ms})",
+                                 source_hash=fam.source_hash())
     doc = allowlist.build(rows, fam.safety_key, prov, target=target.name,
                           missing={b: a.reason for b, a in avail.items() if not a.ok})
     peak = getattr(target, "peak_fp8_dense_flops", None)
@@ -241,7 +250,7 @@ def main(argv=None) -> int:
         log(f"wrote {atomic_write_text(out / name, text)}")
     sm = doc["summary"]
     log(f"Triton chosen on {sm['triton_points']}/{sm['points']} points; allow-list vs always-triton "
-        f"{sm['speedup_vs_always_triton']}x, vs always-library {sm['speedup_vs_always_library']}x")
+        f"{_f(sm['speedup_vs_always_triton'], '.3f')}x, vs always-library {_f(sm['speedup_vs_always_library'], '.3f')}x")
     for line in checks(doc):
         log(line)
     log(f"done in {time.perf_counter() - t0:.0f} s")

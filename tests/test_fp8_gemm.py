@@ -195,7 +195,8 @@ def test_cli_analytic_gfx950_json():
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output[r.output.index("{"):])
     assert doc["analytic"] and not doc["timed"] and doc["target"] == "gfx950" and doc["fp8_dtype"] == "float8_e4m3fn"
-    assert len(doc["rows"]) == 2 and doc["winner"] is None              # the baseline and the one config
+    assert len(doc["rows"]) == 2                                         # the baseline and the one config
+    assert doc["winner"]["config"]["BLOCK_M"] == 64 and "occupancy does not rank" in doc["why"]
     for row in doc["rows"]:
         assert row["vgprs"] > 0 and row["fits"] and row["blocks_per_cu"] >= 1
         assert row["resources_source"].startswith("compiled") and "kpack" not in row["config"]
@@ -217,38 +218,30 @@ def test_cli_bad_input_is_one_line(args, frag):
     assert isinstance(r.exception, UserError) and frag in str(r.exception)
 
 
-def test_benchmark_pieces_on_the_cpu():
-    """benchmarks/bench_fp8_gemm.py's measuring, tables and checks, on tiny workloads with a fake timer."""
+def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
+    """benchmarks/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
+    the four files, a missing library reported."""
     import importlib.util
     from pathlib import Path
-
-    from doubles import FakeTimer
-
-    from occtune.engine.family import key_of
-    from occtune.targets import load_target
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fp8_gemm.py"
     spec = importlib.util.spec_from_file_location("bench_fp8_gemm", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
-    timer = FakeTimer({key_of({"backend": "triton", **TRI}): 50.0})
-    rows = []
-    for w in SMALL:
-        rows += bench.measure_workload(fam, w, fam.configs(), timer, device="cpu")
-    status = {(cfg["backend"], cfg["BLOCK_M"], w["M"]): st for cfg, w, st in
-              ((r["config"], r["workload"], r["status"]) for r in rows)}
-    assert status[("triton", 16, 37)] == "ok" and status[("torch_scaled_mm", 64, 1)] == "missing"
-    doc = allowlist.build(rows, fam.safety_key, {"device": "cpu"}, target="sm_90",
-                          missing={"torch_scaled_mm": "missing: no GPU here"})
-    best = {p["m"]: p for s in doc["shapes"].values() for p in s["points"]}
-    assert best[37]["backend"] == "triton" and best[37]["triton_us"] == 50.0      # the fake timer's table
-    target = load_target("sm_90")
-    md = bench.markdown(doc, rows, target, target.peak_fp8_dense_flops, 1.0)
-    assert "| 200,320 | 37 | 50.00 |" in md and "torch_scaled_mm: missing: no GPU here" in md
-    text = bench.csv_text(rows, target.peak_fp8_dense_flops)
-    assert text.count("\n") == len(rows) + 1 and "missing" in text
-    assert "not measurable" in bench.checks(doc)[0]
+    rc = bench.main(["--device", "cpu", "--shapes", "128,256", "--m", "5,1", "--backends", "triton,torch_scaled_mm",
+                     "--triton", "16,128,128,1,4,2", "--rep-ms", "0.01", "--warmup-ms", "0.01",
+                     "--out-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "[1/2] n=128 k=256 M=5: triton" in out and "backend torch_scaled_mm: missing: no GPU" in out
+    md = (tmp_path / "fp8_gemm_bench.md").read_text()
+    assert "| 128,256 | 5 |" in md and "torch_scaled_mm: missing: no GPU here" in md and "not measurable" in md
+    rows = (tmp_path / "fp8_gemm_bench.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 3 and sum(",ok," in r for r in rows) == 4       # 2 Triton configs x 2 M ok
+    js = json.loads((tmp_path / "fp8_gemm_allowlist_sm_90.json").read_text())
+    assert js["128,256"]["5"]["backend"] == "triton" and js["_provenance"]["timer"].startswith("BenchTimer")
+    ns: dict = {}
+    exec((tmp_path / "fp8_gemm_use_triton_sm_90.py").read_text(), ns)
+    assert ns["use_triton"](128, 256, 3)
 
 
 def test_backend_probe_picks_a_right_variant_and_says_why_not(monkeypatch):
@@ -292,6 +285,7 @@ def test_backend_probe_picks_a_right_variant_and_says_why_not(monkeypatch):
 
 def test_timed_path_writes_results_allowlist_and_exports(tmp_path, capsys):
     """tune fp8-gemm's timed path end to end on the CPU (interpreted kernel, real timer, tiny grid)."""
+    from occtune.engine.options import RunOptions, TimingOptions
     from occtune.kernels.fp8_gemm.cli import _timed, print_allowlist
     from occtune.output import console
     from occtune.targets import load_target
@@ -299,10 +293,10 @@ def test_timed_path_writes_results_allowlist_and_exports(tmp_path, capsys):
     ws = [{"M": 5, "N": 128, "K": 256}, {"M": 1, "N": 128, "K": 256}]
     fam = Fp8GemmFamily(ws, target="sm_90", backends=["triton", "torch_scaled_mm"],
                         triton_configs=[{**TRI, "BLOCK_N": 128}])
-    sweep = {"fresh": True, "cache_dir": str(tmp_path / "cache"), "devices": None, "isolate": False,
-             "timeout_s": 60.0, "rep_ms": 0.01, "warmup_ms": 0.01, "use_graph": 0, "retry_failed": False}
+    run = RunOptions(fresh=True, cache_dir=str(tmp_path / "cache"))
     target = load_target("sm_90")
-    _timed(fam, target, str(tmp_path / "res"), str(tmp_path / "exp"), True, sweep, device="cpu")
+    _timed(fam, target, str(tmp_path / "res"), str(tmp_path / "exp"), True, run,
+           TimingOptions(warmup_ms=0.01, rep_ms=0.01), device="cpu")
     doc = json.loads(capsys.readouterr().out)
     assert (tmp_path / "res" / "sm_90" / "fp8_gemm.yaml").is_file()
     assert doc["backends"]["torch_scaled_mm"]["available"] is False
@@ -315,3 +309,21 @@ def test_timed_path_writes_results_allowlist_and_exports(tmp_path, capsys):
     with console.capture() as cap:
         print_allowlist(doc["allowlist"], target, console)
     assert "missing backend torch_scaled_mm: missing: no GPU" in cap.get() and "choice" in cap.get()
+
+
+def test_tune_sweep_pipeline_uses_the_family_space(tmp_path, capsys):
+    """`tune sweep fp8_gemm --target gfx950` (occtune.pipeline): the family's own config list, not
+    the product of its axes; the analytic results file names the baseline, not an occupancy pick."""
+    from occtune.pipeline import SweepRequest, default_configs, run_request
+
+    assert default_configs(Fp8GemmFamily(target="gfx950")) == Fp8GemmFamily(target="gfx950").configs()
+    # the CLI test's config on its workload (compiled once per process)
+    fam = Fp8GemmFamily(target="gfx950", triton_configs=[{**TRI, "num_stages": 3}])
+    req = SweepRequest(family="fp8_gemm", target="gfx950", workloads=({"M": 1, "N": 7168, "K": 2048},),
+                       out_dir=str(tmp_path), as_json=True)
+    res = run_request(req, fam)
+    doc = json.loads(capsys.readouterr().out)
+    assert res.winner["config"] == fam.baseline_config() and doc["winner"]["config"] == fam.baseline_config()
+    assert len(res.rows) == 2
+    assert {s["config"]["backend"] for s in res.skipped} >= {"aiter", "torch_scaled_mm"}
+    assert (tmp_path / "gfx950" / "fp8_gemm.yaml").is_file()

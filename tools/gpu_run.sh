@@ -20,6 +20,9 @@ for s in "$@"; do
     topk_tests) stage topk_tests python3 -m pytest -q tests/gpu/test_topk_gpu.py;;
     topk_tests_k) stage topk_tests_k python3 -m pytest -q -x tests/gpu/test_topk_gpu.py -k "${TESTS_K:-cluster}";;
     topk_bench_quick) stage topk_bench_quick python3 benchmarks/bench_topk.py --shapes "${BENCH_SHAPES:-64x131072,256x131072,256x1048576,8x131072}" --budgets "${BENCH_BUDGETS:-32K,48K}" --bits "${BENCH_BITS:-8,12}" --out "$OUT/topk_bench_quick.csv";;
+    fp8_tests) stage fp8_tests python3 -m pytest -q -rs -rx tests/gpu/test_fp8_gemm_gpu.py;;
+    fp8_bench) stage fp8_bench python3 benchmarks/bench_fp8_gemm.py --out-dir "$OUT/fp8" ${FP8_BENCH_ARGS:-};;
+    fp8_tune) stage fp8_tune python3 -m occtune fp8-gemm --out "$OUT/results" --export "$OUT/fp8_export" ${FP8_TUNE_ARGS:-};;
     rope_tests) stage rope_tests python3 -m pytest -q -x tests/test_rope.py;;
     engine_tests) stage engine_tests python3 -m pytest -q tests/test_engine_gpu.py;;
     topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;

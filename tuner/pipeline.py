@@ -44,13 +44,20 @@ def product(axes: dict[str, list]) -> list[dict]:
     return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
 
 
+def default_configs(family) -> list[dict]:
+    """The family's own list (``family.configs()``) where it has one, e.g. a space that is no
+    product (fp8_gemm's Triton tiles per M bucket, one config per library); else its axes' product."""
+    own = getattr(family, "configs", None)
+    return list(own()) if callable(own) else product(family.axes())
+
+
 def run_request(req: SweepRequest, family: Any = None):
     """Run one sweep request end to end; returns the AnalyticResult or the TimedRun."""
     from occtune.engine.registry import get_family
     from occtune.targets import load_target
 
     family = family if family is not None else get_family(req.family)
-    configs = list(req.configs) if req.configs is not None else product(family.axes())
+    configs = list(req.configs) if req.configs is not None else default_configs(family)
     workloads = list(req.workloads) if req.workloads is not None else family.workloads()
     if req.device == "cpu":
         return _timed(family, None, configs, workloads, req)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from occtune.engine.options import sweep_kwargs, sweep_options
+from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
 from occtune.units import parse_int_list
 
@@ -77,16 +77,18 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @sweep_options
-def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **sweep):
+def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **opts):
     """Time the Triton FP8 GEMM against the vendor libraries; build the per-(n, k, M) allow-list."""
-    from occtune.targets import detect, load_target
+    from occtune.pipeline import local_target
+    from occtune.targets import load_target
 
     from .config import load_profile
     from .family import Fp8GemmFamily
 
+    run, timing = from_cli(opts)
     prof = load_profile()
     workloads = prof.workloads(parse_shapes(shapes), parse_int_list(ms, "--m") if ms else None)
-    local = detect()["target"]
+    local = local_target()
     name = target_name or local
     if name is None:
         raise UserError("no GPU found here; pass --target (e.g. --target gfx950 or --target sm_90) for the "
@@ -97,9 +99,11 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, e
     if analytic or name != local:
         if export_dir:
             raise UserError("--export needs timed results: run tune fp8-gemm on a GPU of the target")
+        if run.devices:
+            raise UserError("--devices spreads a timed sweep over GPUs; this run is analytic: drop --devices")
         _analytic(fam, target, as_json)
         return
-    _timed(fam, target, out_dir, export_dir, as_json, sweep)
+    _timed(fam, target, out_dir, export_dir, as_json, run, timing)
 
 
 # --- analytic ---------------------------------------------------------------------------------
@@ -132,7 +136,7 @@ def _analytic(fam, target, as_json) -> None:
                    "fp8_dtype": fam.fp8, "resources_workload": fam._representative(), "rows": res.rows,
                    "skipped": res.skipped, "winner": res.winner, "why": res.why, "library_backends": libs,
                    "unconfirmed_target_parameters": target.unconfirmed(),
-                   "provenance": provenance.collect(target_file=target.path)})
+                   "provenance": provenance.collect(target=target.name, target_file=target.path)})
         return
     _print_analytic(fam, target, res, label, libs, console)
 
@@ -172,9 +176,11 @@ def _print_analytic(fam, target, res, label, libs, console) -> None:
 
 # --- timed ------------------------------------------------------------------------------------
 
-def _timed(fam, target, out_dir, export_dir, as_json, sweep, device: str = "cuda") -> None:
+def _timed(fam, target, out_dir, export_dir, as_json, run, timing, device: str = "cuda") -> None:
+    """The timed sweep (occtune.timed.run_timed, the engine's timed path), then the allow-list."""
+    from occtune.engine.sweep import SweepHooks
     from occtune.output import console
-    from occtune.timed import run_timed
+    from occtune.timed import Output, run_timed
 
     from .backends import availability
 
@@ -193,16 +199,16 @@ def _timed(fam, target, out_dir, export_dir, as_json, sweep, device: str = "cuda
                                  for b, a in avail.items()}, "allowlist": state["doc"], **files}
         return files
 
-    kw = sweep_kwargs(sweep)
+    assumptions = {"workloads": "DeepSeek-V4 (n, k) x M" if fam.workloads() == fam.profile.workloads()
+                   else "from --shapes/--m", "fp8": fam.fp8,
+                   "tolerance": "occtune.kernels.fp8_gemm.reference (rel L2 and max-abs <= 2^-7)",
+                   "library_inputs": "activation scales column-major, weight-side layouts prepared untimed "
+                                     "(backends.py)",
+                   "selection": "per workload: occtune.kernels.fp8_gemm.allowlist (the overall winner above "
+                                "is the engine's, over configs valid on every workload)"}
     run_timed(fam, target=target.name, configs=fam.configs(), workloads=fam.workloads(), device=device,
-              timer=kw["timer"], out_dir=out_dir, cache=kw["cache"], fresh=kw["fresh"], devices=kw["devices"],
-              timeout_s=kw["timeout_s"], isolate=kw["isolate"], as_json=as_json, after_write=after_write,
-              peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9,
-              assumptions={"workloads": "DeepSeek-V4 (n, k) x M" if fam.workloads() == fam.profile.workloads()
-                           else "from --shapes/--m", "fp8": fam.fp8,
-                           "tolerance": "occtune.kernels.fp8_gemm.reference (rel L2 and max-abs <= 2^-7)",
-                           "library_inputs": "activation scales column-major, weight-side layouts prepared "
-                                             "untimed (backends.py)"})
+              timer=timing.timer(), options=run, hooks=SweepHooks(peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
+              output=Output(out_dir=out_dir, as_json=as_json, assumptions=assumptions, after_write=after_write))
     if not as_json and "doc" in state:
         print_allowlist(state["doc"], target, console)
 

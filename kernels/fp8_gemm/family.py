@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from occtune.engine.family import CheckResult, Family, Resources
+from occtune.engine.family import CheckResult, Family, Resources, key_of
 
 from .backends import BACKENDS, availability, prepare, runner
 from .config import (TRITON_KEYS, amd_keys, baseline_config, fp8_dtype_name, is_amd, library_config,
@@ -130,6 +130,8 @@ class Fp8GemmFamily(Family):
         self.backends = list(backends) if backends else [b for b in self.profile.backends if vendor in BACKENDS[b][0]]
         self._workloads = [dict(w) for w in workloads] if workloads else self.profile.workloads()
         self.fp8 = fp8_dtype_name(self.target)
+        self._bucket_keys = [{key_of(c) for c in self.profile.triton_configs(self.target, b)}
+                             for b in range(len(self.profile.buckets))]
         self.init_kwargs = {"workloads": self._workloads, "target": self.target, "backends": self.backends,
                             "profile": profile, "triton_configs": list(triton_configs or [])}
 
@@ -169,16 +171,24 @@ class Fp8GemmFamily(Family):
         if c == base:
             return True, ""
         b = self.profile.bucket_of(workload["M"])
-        if c not in self.profile.triton_configs(self.target, b):
+        if key_of(c) not in self._bucket_keys[b]:
             m_max = self.profile.buckets[b][0]
             return False, f"not in profile.yaml's Triton configs for M <= {m_max}" if m_max else \
                 "not in profile.yaml's Triton configs for the largest M bucket"
         return True, ""
 
     def select_analytic(self, rows: list[dict], target) -> tuple[dict | None, str]:
-        return None, ("no analytic winner: a GEMM's speed is set by tile reuse and the matrix-core "
-                      "pipeline, which occupancy does not model; these rows say which configs fit and "
-                      f"why; time them on a {target.name} (tune fp8-gemm there) to choose")
+        """Not chosen by occupancy: a GEMM's speed is set by tile reuse and the matrix-core pipeline,
+        which the model does not see. The untuned baseline stands (or, if it does not fit, the
+        safest config that does) until the configs are timed on the target."""
+        fit = [r for r in rows if r.get("fits")]
+        if not fit:
+            return None, "no Triton config fits the target"
+        base = next((r for r in fit if r["config"] == self.baseline_config()), None)
+        pick = base or max(fit, key=lambda r: self.safety_key(r["config"]))
+        return pick, (f"{'the baseline (vLLM/sglang untuned default)' if base else 'the safest config that fits'} "
+                      f"stands: occupancy does not rank GEMM tiles ({len(fit)} of {len(rows)} configs fit); "
+                      f"time them on a {target.name} (tune fp8-gemm there) to choose per (n, k) and M")
 
     def safety_key(self, config: dict) -> float:
         """The library is safer than our kernel (it wins any tie): the vendor validates it across
