@@ -24,7 +24,12 @@ import triton.language as tl
 SCALE_BLOCK = 128     # the quantisation granularity: 1 x 128 for A, 128 x 128 for B
 
 
-@triton.jit
+# M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
+# each config up to 6 times across the seed's shapes for no gain (they only index the scales).
+NOT_SPECIALISED = ("M", "stride_ask", "stride_bsn")
+
+
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def fp8_gemm_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
                     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                     stride_asm, stride_ask, stride_bsn, stride_bsk,

@@ -19,15 +19,18 @@ _TRITON_FP8 = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8"}
 
 def signature(target: str, M: int, N: int, K: int, config: dict):
     """(signature, constexprs, attrs) as the launcher specialises ``kernel.launch`` for this problem:
-    A row-major, its scales column-major (stride [1, M]), B [N, K] row-major, C row-major."""
+    A row-major, its scales column-major (stride [1, M]), B [N, K] row-major, C row-major; the
+    kernel's NOT_SPECIALISED arguments stay plain integers."""
     kb = -(-K // 128)
     ints = {"M": M, "N": N, "K": K, "stride_am": K, "stride_ak": 1, "stride_bn": K, "stride_bk": 1,
             "stride_cm": N, "stride_cn": 1, "stride_asm": 1, "stride_ask": M, "stride_bsn": kb, "stride_bsk": 1}
     fp8 = _TRITON_FP8[fp8_dtype_name(target)]
     sig = {"a_ptr": fp8, "b_ptr": fp8, "c_ptr": "*bf16", "as_ptr": "*fp32", "bs_ptr": "*fp32"}
+    from .kernel import NOT_SPECIALISED
+
     cx = {}
     for k, v in ints.items():
-        if v == 1:
+        if v == 1 and k not in NOT_SPECIALISED:
             sig[k], cx[k] = "constexpr", 1
         else:
             sig[k] = "i32" if v < 2**31 else "i64"
@@ -36,7 +39,8 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
     sig["EVEN_K"], cx["EVEN_K"] = "constexpr", K % config["BLOCK_K"] == 0
     sig["SCALE"], cx["SCALE"] = "constexpr", 128
     names = list(sig)
-    aligned = ["a_ptr", "b_ptr", "c_ptr", "as_ptr", "bs_ptr"] + [k for k, v in ints.items() if v != 1 and v % 16 == 0]
+    aligned = ["a_ptr", "b_ptr", "c_ptr", "as_ptr", "bs_ptr"] + [
+        k for k, v in ints.items() if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
     return sig, cx, attrs
 
