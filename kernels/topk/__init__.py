@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from occtune import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
 
@@ -114,8 +115,6 @@ def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, devic
     key = (budget, threads, bits, device)
     h = _BUILT.get(key)
     if h is None:
-        from occtune import rtc
-
         h = _BUILT[key] = rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits),
                                              device, dynamic_smem=int(budget))
     return h
@@ -132,8 +131,6 @@ def _derived_handle(handle, name, extra: dict, dynamic_smem: int, budget, thread
            tuple(sorted(extra.items())))
     h = _DERIVED_HANDLES.get(key)
     if h is None:
-        from occtune import rtc
-
         d = {**(handle.defines or defines(budget, threads, bits)), **extra}   # extra macros carry over
         h = rtc.compile_kernel(read_source(), name, d, dev, dynamic_smem=dynamic_smem)
         _DERIVED_HANDLES[key] = h
@@ -162,8 +159,6 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
     automatic S without the fit rule; an error where no cluster can be used. A given split with
     cluster unset keeps the split kernel.
     """
-    from occtune import rtc
-
     if cluster is False or (cluster is None and split is not None):
         return 0
     if cluster and split is not None and int(split) < 2:
@@ -286,8 +281,6 @@ def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[in
     """(blocks per row, cluster size or 0) of a plan; see ``topk``'s docstring."""
     import torch
 
-    from occtune import rtc
-
     if not (r.B and scap):
         if r.cluster and r.B:
             raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
@@ -314,7 +307,6 @@ def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[in
 def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     import torch
 
-    from occtune import rtc
     from occtune.rtc import ArgPack, Ptr
 
     prefix, scap = long_row_plan(r.L, r.k, r.prefix_min_row)
@@ -447,8 +439,6 @@ def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
     """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
     torch's current stream."""
     import torch
-
-    from occtune import rtc
 
     plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
     stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
