@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-all", action="store_true",
                     help="the comparison runs for every config (default: the first 12-bit config only)")
     ap.add_argument("--splits", default="",
-                    help="also force these blocks per row with the split kernel on long rows, every config "
+                    help="comparison runs that force these blocks per row with the split kernel on long rows "
                          "(e.g. 8,16,32,64: what the plan's choice is checked against)")
     ap.add_argument("--dist", default="random_normal", help="input family (occtune.kernels.topk.reference)")
     ap.add_argument("--serve-calls", type=int, default=1000,
@@ -150,11 +150,11 @@ def main(argv=None) -> int:
         ref_host, ref_serve = serving_loop(torch, ref_fn, a.serve_calls)
         nchk = min(B, 4)
         runs = [(c, None, None, "plan") for c in configs]
-        if tk.long_row_plan(L, a.k)[1]:
-            for c in (configs if a.compare_all else [base]) if a.split_compare else []:
+        if tk.long_row_plan(L, a.k)[1] and a.split_compare:
+            for c in configs if a.compare_all else [base]:
                 runs.append((c, 0, None, "one block"))          # one block per row
                 runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
-            runs += [(c, int(v), False, "forced split") for c in configs for v in a.splits.split(",") if v]
+                runs += [(c, int(v), False, "forced split") for v in a.splits.split(",") if v.strip()]
         seen = set()
         for cfg, split, cluster, run in runs:
             bud, nbits, nthr = cfg

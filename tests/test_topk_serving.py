@@ -62,6 +62,16 @@ class FakeDriver:
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         self.launches.append({"f": f, "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem,
                               "stream": stream, "params": params, "extra": extra})
+        return (self.results.pop(0) if getattr(self, "results", None) else self.CUresult.CUDA_SUCCESS,)
+
+    def cuDeviceGet(self, index):
+        return self.CUresult.CUDA_SUCCESS, ("device", index)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self.CUresult.CUDA_SUCCESS, ("primary", dev)
+
+    def cuCtxSetCurrent(self, ctx):
+        self.current = ctx
         return (self.CUresult.CUDA_SUCCESS,)
 
 
@@ -267,8 +277,22 @@ def test_driver_api_is_cuda_python_where_importable():
 def test_launch_error_is_raised(fake_gpu, monkeypatch):
     main = _main()
     monkeypatch.setattr(fake_gpu, "cuLaunchKernel", lambda *a: (700,))
-    with pytest.raises(RuntimeError, match="cuLaunchKernel"):
+    with pytest.raises(rtc.LaunchError, match="cuLaunchKernel") as e:
         tk.topk(torch.zeros(2, 8192), K, kernel=main)
+    assert e.value.code == 700
+
+
+def test_no_context_in_this_thread_gets_the_primary_one_and_a_second_try(fake_gpu):
+    main, split = _main(), _split()
+    x = torch.zeros(8, 131072)
+    fake_gpu.results = [0, 201]        # the split kernel launches, the main kernel finds no context
+    tk.topk(x, K, kernel=main, split_kernel=split, cluster=False)
+    names = [g["f"] for g in fake_gpu.launches]
+    assert names == [("CUfunction", 0x2000), ("CUfunction", 0x1000), ("CUfunction", 0x1000)]
+    assert fake_gpu.current == ("primary", ("device", 0))
+    fake_gpu.results = [201, 201]
+    with pytest.raises(rtc.LaunchError):
+        tk.topk(x, K, kernel=main, split_kernel=split, cluster=False)
 
 
 # ---- torch.ops.occtune.topk: schema and fake implementation ------------------------------------

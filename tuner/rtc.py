@@ -338,6 +338,19 @@ def _cu_stream(driver, raw: int):
     return s
 
 
+class LaunchError(RuntimeError):
+    """A driver-API launch failed; ``code`` is the CUresult / hipError_t number."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = int(code)
+
+
+# No current context in this thread (CUDA_ERROR_INVALID_CONTEXT), or another device's context
+# (CUDA_ERROR_INVALID_HANDLE): ``make_context_current`` and a second try can fix those.
+CONTEXT_ERRORS = (201, 400)
+
+
 def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: ArgPack, stream: int,
                   tensors) -> None:
     """Launch ``handle`` on a 1-D grid with ``pack``'s arguments (bound already) on the raw
@@ -347,16 +360,32 @@ def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: Arg
         err, = driver.cuLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, _cu_stream(driver, stream),
                                      pack.address, 0)
         if err != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"cuLaunchKernel({handle.name}, grid {grid}, block {block}, "
-                               f"{smem} B shared) failed: {err}")
+            raise LaunchError(f"cuLaunchKernel({handle.name}, grid {grid}, block {block}, {smem} B shared) "
+                              f"failed: {err}", int(err))
     elif handle.launcher == "hip-python":
         _, hip = _driver_api()
         err, = hip.hipModuleLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, stream, pack.address, None)
         if err != hip.hipError_t.hipSuccess:
-            raise RuntimeError(f"hipModuleLaunchKernel({handle.name}) failed: {err}")
+            raise LaunchError(f"hipModuleLaunchKernel({handle.name}) failed: {err}", int(err))
     else:
         handle.kernel(grid=(grid, 1, 1), block=(block, 1, 1), args=pack.values(tensors), shared_mem=smem,
                       stream=None)
+
+
+def make_context_current(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current in this thread, for
+    driver-API launches from a thread that has none yet (cuda-python; nothing elsewhere)."""
+    api = _driver_api()
+    if api is None or api[0] != "cuda-python":
+        return
+    driver = api[1]
+    err, dev = driver.cuDeviceGet(int(device_index))
+    if err == driver.CUresult.CUDA_SUCCESS:
+        err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
+    if err == driver.CUresult.CUDA_SUCCESS:
+        err, = driver.cuCtxSetCurrent(ctx)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"cannot make device {device_index}'s primary context current: {err}", int(err))
 
 
 def clear_cache() -> None:

@@ -3,6 +3,12 @@
 ``topk(scores, k, lengths, row_starts, budget=..., ...)`` -> int32 ``[B, k]`` row indices of the
 k largest scores per row (unsorted; -1 padding where a row is shorter than k), optionally mapped
 through a page table or ragged offsets. See ``topk.cuh`` for the algorithm and the NaN policy.
+
+Serving: a call's host work after the first call of a shape is an output allocation, a pointer
+check and one driver-API launch per kernel (``LaunchPlan``; ``kernel.launcher`` says whether
+cuda-python/hip-python or torch's slower launcher is used). The recommended serving mode is a
+CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see ``op.py``) once after a warm-up
+call, copy each step's scores (and lengths) into the captured tensors and replay the graph.
 """
 
 from __future__ import annotations
@@ -217,6 +223,8 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("scores rows must be contiguous (stride 1 along L)")
     if not 1 <= int(k) <= MAX_K:
         raise UserError(f"k must be between 1 and {MAX_K}, got {k}")
+    if lengths is None and row_starts is None:
+        return
     B = scores.shape[0]
     for name, t in (("lengths", lengths), ("row_starts", row_starts)):
         if t is not None and (t.dtype != torch.int32 or t.shape != (B,) or t.device != scores.device):
@@ -437,10 +445,17 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
 
 def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
     """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
-    torch's current stream."""
+    torch's current stream. A thread with no (or another device's) CUDA context current gets
+    the device's primary context and a second try of the launch that failed."""
     import torch
 
     plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
     stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
     for h, grid, block, smem, pack in plan.launches:
-        rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
+        try:
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
+        except rtc.LaunchError as e:
+            if e.code not in rtc.CONTEXT_ERRORS:
+                raise
+            rtc.make_context_current(dev.index or 0)
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)    # fails again: raised
