@@ -259,6 +259,30 @@ def test_driver_function_by_api(monkeypatch):
     assert rtc.driver_function(types.SimpleNamespace()) == ("torch", None)
 
 
+def test_hip_python_argument_refusal_falls_back_to_torch(monkeypatch):
+    calls = []
+
+    class Hip:
+        class hipError_t:
+            hipSuccess = 0
+
+        @staticmethod
+        def hipModuleLaunchKernel(*args):
+            raise TypeError("kernelParams: not a valid type")
+
+    class TorchKernel:
+        def __call__(self, **kw):
+            calls.append(kw)
+    monkeypatch.setattr(rtc, "_driver_api", lambda: ("hip-python", Hip))
+    h = rtc.RtcKernel(TorchKernel(), tk.KERNEL_NAME, "gfx942", {}, [], 0.0, 0, launcher="hip-python", fn=7)
+    x = torch.zeros(2)
+    pack = ArgPack([Ptr(0), 5])
+    rtc.launch_packed(h, 3, 256, 0, pack, 0, (x,))
+    assert (h.launcher, h.fn) == ("torch", None) and "TypeError" in h.info["launcher_error"]
+    (kw,) = calls
+    assert kw["args"] == [x, 5] and kw["grid"] == (3, 1, 1)
+
+
 def test_driver_api_is_cuda_python_where_importable():
     import importlib.util
 

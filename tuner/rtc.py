@@ -322,10 +322,13 @@ def driver_function(kern) -> tuple[str, Any]:
     if api is None:
         return "torch", None
     name, mod = api
-    if name == "cuda-python":
-        return name, mod.CUfunction(addr)
-    sym = getattr(mod, "ihipModuleSymbol_t", None)
-    return name, (sym.fromObj(addr) if sym is not None else addr)
+    try:
+        if name == "cuda-python":
+            return name, mod.CUfunction(addr)
+        sym = getattr(mod, "ihipModuleSymbol_t", None)
+        return name, (sym.fromObj(addr) if sym is not None else addr)
+    except (TypeError, ValueError):       # a binding that will not wrap the handle: torch's launcher
+        return "torch", None
 
 
 _STREAMS: dict = {}      # raw stream handle -> the driver API's stream object (cuda-python)
@@ -364,7 +367,15 @@ def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: Arg
                               f"failed: {err}", int(err))
     elif handle.launcher == "hip-python":
         _, hip = _driver_api()
-        err, = hip.hipModuleLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, stream, pack.address, None)
+        try:
+            err, = hip.hipModuleLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, stream, pack.address, None)
+        except (TypeError, ValueError) as e:
+            # hip-python refused an argument before launching (this path has not run on an AMD GPU
+            # yet): this kernel goes back to torch's launcher, and says why
+            handle.info["launcher_error"] = f"{type(e).__name__}: {e}"
+            handle.launcher, handle.fn = "torch", None
+            launch_packed(handle, grid, block, smem, pack, stream, tensors)
+            return
         if err != hip.hipError_t.hipSuccess:
             raise LaunchError(f"hipModuleLaunchKernel({handle.name}) failed: {err}", int(err))
     else:
