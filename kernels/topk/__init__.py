@@ -233,6 +233,70 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
+def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
+         threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
+         return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
+         split=None, split_kernel=None, cluster=None):
+    """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
+    guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
+    ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
+    one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
+    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
+    unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
+    row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
+    global memory. A row whose kept values crowd into one slice (sorted or strongly
+    position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
+    slower); the split kernel spills to global memory instead.
+
+    Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
+    grid, block, shared memory, packed arguments); later calls allocate the output (torch's
+    caching allocator), re-pack pointers only if one changed, and launch through the driver API
+    (``kernel.launcher``: "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's
+    current stream. A call makes no host synchronisation and no allocation outside torch's
+    allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
+    inputs copied into the captured tensors: the recommended serving mode (make one eager call
+    first, outside the capture, so that compilation and the plan happen there). Not capturable:
+    ``return_diagnostics=True`` (it reads the overflow count back); use "lazy"."""
+    import torch
+
+    plan, table = _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits,
+                           offsets, kernel, prefix_min_row, split, split_kernel, cluster)
+    B, dev = scores.shape[0], scores.device
+    d = plan.dummy
+    out = torch.empty((B, int(k)), dtype=torch.int32, device=dev)
+    bins = torch.empty((B,), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
+    scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
+    kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
+    tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
+               d if table is None else table, bins, scratch, kept)
+    _launch(plan, tensors, dev)
+    if not return_diagnostics:
+        return out
+    if return_diagnostics == "lazy":       # no host sync: the tuner times this call
+        return out, {"capacity": plan.capacity, "bin_counts": bins}
+    return out, {"overflow_rows": int((bins > plan.capacity).sum().item()), "capacity": plan.capacity,
+                 "bin_counts": bins, "split": plan.nsplit, "cluster": plan.ncluster,
+                 "launcher": plan.launches[0][0].launcher if plan.launches else None}
+
+
+def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
+    """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
+    torch's current stream. A thread with no (or another device's) CUDA context current gets
+    the device's primary context and a second try of the launch that failed."""
+    import torch
+
+    plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
+    stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
+    for h, grid, block, smem, pack in plan.launches:
+        try:
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
+        except rtc.LaunchError as e:
+            if e.code not in rtc.CONTEXT_ERRORS:
+                raise
+            rtc.make_context_current(dev.index or 0)
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)    # fails again: raised
+
+
 # ---- the launch plan: decided once per (kernel, shape, options), reused by every call ----------
 
 # pointer numbers of a plan's argument packs (LaunchPlan.bind gets the pointers in this order)
@@ -395,67 +459,3 @@ def _table_args(page_table, page_bits, offsets, B, L):
             raise UserError(f"offsets must be int32 [B={B}]")
         return 2, offsets.contiguous(), 0
     return 0, None, 0
-
-
-def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
-         threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
-         return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
-         split=None, split_kernel=None, cluster=None):
-    """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
-    guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
-    ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
-    one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
-    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
-    unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
-    row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
-    global memory. A row whose kept values crowd into one slice (sorted or strongly
-    position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
-    slower); the split kernel spills to global memory instead.
-
-    Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
-    grid, block, shared memory, packed arguments); later calls allocate the output (torch's
-    caching allocator), re-pack pointers only if one changed, and launch through the driver API
-    (``kernel.launcher``: "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's
-    current stream. A call makes no host synchronisation and no allocation outside torch's
-    allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
-    inputs copied into the captured tensors: the recommended serving mode (make one eager call
-    first, outside the capture, so that compilation and the plan happen there). Not capturable:
-    ``return_diagnostics=True`` (it reads the overflow count back); use "lazy"."""
-    import torch
-
-    plan, table = _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits,
-                           offsets, kernel, prefix_min_row, split, split_kernel, cluster)
-    B, dev = scores.shape[0], scores.device
-    d = plan.dummy
-    out = torch.empty((B, int(k)), dtype=torch.int32, device=dev)
-    bins = torch.empty((B,), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
-    scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
-    kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
-    tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
-               d if table is None else table, bins, scratch, kept)
-    _launch(plan, tensors, dev)
-    if not return_diagnostics:
-        return out
-    if return_diagnostics == "lazy":       # no host sync: the tuner times this call
-        return out, {"capacity": plan.capacity, "bin_counts": bins}
-    return out, {"overflow_rows": int((bins > plan.capacity).sum().item()), "capacity": plan.capacity,
-                 "bin_counts": bins, "split": plan.nsplit, "cluster": plan.ncluster,
-                 "launcher": plan.launches[0][0].launcher if plan.launches else None}
-
-
-def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
-    """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
-    torch's current stream. A thread with no (or another device's) CUDA context current gets
-    the device's primary context and a second try of the launch that failed."""
-    import torch
-
-    plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
-    stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
-    for h, grid, block, smem, pack in plan.launches:
-        try:
-            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
-        except rtc.LaunchError as e:
-            if e.code not in rtc.CONTEXT_ERRORS:
-                raise
-            rtc.make_context_current(dev.index or 0)
-            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)    # fails again: raised
