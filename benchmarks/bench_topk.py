@@ -5,15 +5,20 @@
 
 For every budget x coarse-key width x block size x (B, L) (the launcher's default path: on sm_90+
 split rows go to the cluster kernel; on long rows also two comparison runs: one block per row,
-and the split kernel with its global list): median and IQR of the GPU time (CUDA events, L2 flushed by
-writing a 512 MB buffer before every run (``--flush read``: by reading one, so the timed call does
-not pay the write-back of the flush's own dirty lines), then a ~1 ms GPU spin so that the host's launch
-overhead stays outside the events; the host's enqueue time per call is reported apart as
-host_us), GB/s of the input read, % of the read floor
+and the split kernel with its global list), two timings of the same call:
+- kernel time (median_us, iqr_us): the engine's timer (occtune.engine.bench.measure): CUDA
+  events around one call, the L2 flushed (a 2x L2 write) before each, then a GPU spin so that the
+  host's launch overhead stays outside the events;
+- serving loop (serve_us, host_us): ``--serve-calls`` back-to-back calls as a decode step runs
+  them (no flush, no spin, no synchronisation): serve_us = GPU time per call of the loop (events
+  around it; the L2 is warm, and a call whose host time exceeds its GPU time shows it here),
+  host_us = the host's wall time per call of the loop (issue 17's host cost);
+and the same two for torch.topk(sorted=False). Also GB/s of the input read, % of the read floor
 (floor = B*L*4 bytes / copy bandwidth, measured here with a large device-to-device copy; copy
-bandwidth counts bytes read + written), and the speed-up over torch.topk(sorted=False). Every
-budget's output is verified (tie-aware) on a few rows before it is timed. Writes a CSV with
-provenance and prints a table and a summary of the issue's targets.
+bandwidth counts bytes read + written). Every config's output is verified (tie-aware) on a few
+rows before it is timed. Writes a CSV with provenance and prints a table, a summary of the
+issue's targets and a plan check: on each shape, each config's default path against the best
+path measured for it (the launcher's plan should never be more than 1.5x off).
 """
 
 from __future__ import annotations
@@ -34,64 +39,41 @@ SHAPES = [(1, 8192), (8, 8192), (64, 8192), (256, 8192), (1, 65536), (8, 65536),
           (8, 1 << 20), (64, 1 << 20), (256, 1 << 20)]
 
 
-def _q(xs, q):
-    xs = sorted(xs)
-    i = (len(xs) - 1) * q
-    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+def kernel_time(fn, reps):
+    """(median, IQR) in microseconds of one call's GPU time on the engine's timer (L2 flushed,
+    launch hidden behind a GPU spin)."""
+    from occtune.engine.bench import measure
+
+    t = measure(fn, reps=reps, flush_l2=True)
+    return t.median_us, t.iqr_us
 
 
-SPIN_CYCLES = 2_000_000   # ~1 ms of GPU spin after the flush: the host enqueues the call meanwhile
-                          # (one call takes ~150-400 us of host time through torch's launcher)
-
-
-def time_fn(torch, fn, flush, reps, host=None):
-    """Median and IQR in microseconds of the GPU time; L2 flushed before each run, then the GPU
-    spins while the host enqueues the call, so the events time the kernels and not the host's
-    launch overhead. ``host``: a list that receives the host's enqueue time per call (us)."""
+def serving_loop(torch, fn, calls: int, warmup: int = 20):
+    """(host us, GPU us) per call of ``calls`` back-to-back calls of ``fn`` with no flush, no
+    spin and no synchronisation between them: the host's wall time of issuing them, and the
+    GPU time of the whole loop (events around it) divided by ``calls``."""
     import time
 
-    for _ in range(3):
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    spin = getattr(torch.cuda, "_sleep", None)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        flush()
-        if spin is not None:
-            spin(SPIN_CYCLES)
-        starts[i].record()
-        t0 = time.perf_counter()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(calls):
         fn()
-        t1 = time.perf_counter()
-        ends[i].record()
-        if host is not None:
-            host.append((t1 - t0) * 1e6)
+    t1 = time.perf_counter()
+    end.record()
     torch.cuda.synchronize()
-    ts = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
-    ts = [t for t in ts if t > 0] or [float("nan")]
-    return _q(ts, 0.5), _q(ts, 0.75) - _q(ts, 0.25)
+    return 1e6 * (t1 - t0) / calls, start.elapsed_time(end) * 1e3 / calls
 
 
-def make_flush(torch, mode="write"):
-    """A callable that evicts the L2: writing 512 MB (the timed call then pays the write-back of
-    the last ~L2-size of those dirty lines) or reading 512 MB (the L2 is left holding clean lines,
-    and dirty lines of earlier calls are written back during the flush)."""
-    buf = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
-    if mode == "write":
-        return buf.zero_
-    f = buf.view(torch.float32)
-    f.zero_()
-    return lambda: torch.sum(f)
-
-
-def copy_bandwidth(torch, flush, nbytes=2 << 30):
+def copy_bandwidth(torch, nbytes=2 << 30):
     """Bytes read + written per second of a large device-to-device copy."""
     a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
     b = torch.empty_like(a)
     a.fill_(1.0)
-    med, _ = time_fn(torch, lambda: b.copy_(a), flush, 10)
+    med, _ = kernel_time(lambda: b.copy_(a), 10)
     del a, b
     return 2 * nbytes / (med * 1e-6)
 
@@ -119,10 +101,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-split-compare", dest="split_compare", action="store_false",
                     help="skip the comparison runs on long rows: one block per row (split off) and, "
                          "where the launcher picks the cluster kernel, the split kernel instead")
+    ap.add_argument("--compare-all", action="store_true",
+                    help="the comparison runs for every config (default: the first 12-bit config only)")
+    ap.add_argument("--splits", default="",
+                    help="comparison runs that force these blocks per row with the split kernel on long rows "
+                         "(e.g. 8,16,32,64: what the plan's choice is checked against)")
     ap.add_argument("--dist", default="random_normal", help="input family (occtune.kernels.topk.reference)")
-    ap.add_argument("--flush", choices=["write", "read"], default="write",
-                    help="L2 flush before each run: write a 512 MB buffer (leaves ~L2-size of dirty lines that "
-                         "the timed call then writes back; the common convention) or read one (leaves clean lines)")
+    ap.add_argument("--serve-calls", type=int, default=1000,
+                    help="back-to-back calls of the serving-loop timing (host_us, serve_us)")
     a = ap.parse_args(argv)
 
     import numpy as np
@@ -139,10 +125,10 @@ def main(argv=None) -> int:
     shapes = SHAPES if not a.shapes else [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
     budgets = parse_size_list(a.budgets, "budgets")
     prov = provenance(torch)
-    flush = make_flush(torch, a.flush)
-    bw = copy_bandwidth(torch, flush)
+    bw = copy_bandwidth(torch)
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
-          f"{bw / 1e12:.2f} TB/s (read+write); L2 flush by {a.flush}", flush=True)
+          f"{bw / 1e12:.2f} TB/s (read+write); kernel time: engine timer (L2 flushed); serving loop: "
+          f"{a.serve_calls} back-to-back calls", flush=True)
     bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
     threads_list = [int(v) for v in str(a.threads).split(",") if v.strip()]
     configs = [(b, nb, nt) for nt in threads_list for nb in bits_list for b in budgets]
@@ -159,14 +145,18 @@ def main(argv=None) -> int:
             s_np, _ = ref.make_case(a.dist, B, L, a.k, seed=1)
             x = torch.from_numpy(s_np).cuda()
         floor_us = B * L * 4 / bw * 1e6
-        t_ref, iqr_ref = time_fn(torch, lambda: torch.topk(x, a.k, dim=-1, sorted=False), flush, a.reps)
+        ref_fn = lambda: torch.topk(x, a.k, dim=-1, sorted=False)        # noqa: E731
+        t_ref, iqr_ref = kernel_time(ref_fn, a.reps)
+        ref_host, ref_serve = serving_loop(torch, ref_fn, a.serve_calls)
         nchk = min(B, 4)
-        runs = [(c, None, None) for c in configs]
-        if a.split_compare and tk.long_row_plan(L, a.k)[1]:
-            runs.append((base, 0, None))                  # one block per row
-            runs.append((base, None, False))              # split kernel + global list, never clusters
+        runs = [(c, None, None, "plan") for c in configs]
+        if tk.long_row_plan(L, a.k)[1] and a.split_compare:
+            for c in configs if a.compare_all else [base]:
+                runs.append((c, 0, None, "one block"))          # one block per row
+                runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
+                runs += [(c, int(v), False, "forced split") for v in a.splits.split(",") if v.strip()]
         seen = set()
-        for cfg, split, cluster in runs:
+        for cfg, split, cluster, run in runs:
             bud, nbits, nthr = cfg
             kern = kernels[cfg]
             out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split, cluster=cluster)
@@ -174,25 +164,28 @@ def main(argv=None) -> int:
                 continue                                  # a comparison run that changed nothing
             seen.add((cfg, diag["split"], diag["cluster"]))
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
-            host = []
-            med, iqr = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cluster),
-                               flush, a.reps, host)
-            host_us = _q(host, 0.5)
+            fn = lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cluster)   # noqa: E731
+            med, iqr = kernel_time(fn, a.reps)
+            host_us, serve_us = serving_loop(torch, fn, a.serve_calls)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
-                         "split": diag["split"], "cluster": diag["cluster"],
+                         "split": diag["split"], "cluster": diag["cluster"], "run": run,
                          "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
                          "pct_of_floor_speed": round(100 * floor_us / med, 1),
                          "torch_us": round(t_ref, 2), "torch_iqr_us": round(iqr_ref, 2),
-                         "speedup_vs_torch": round(t_ref / med, 2), "host_us": round(host_us, 1),
+                         "speedup_vs_torch": round(t_ref / med, 2), "serve_us": round(serve_us, 2),
+                         "host_us": round(host_us, 2), "torch_serve_us": round(ref_serve, 2),
+                         "torch_host_us": round(ref_host, 2), "launcher": diag["launcher"],
                          "overflow_rows": diag["overflow_rows"], "verified": ok,
-                         "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3), "flush": a.flush})
+                         "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3),
+                         "flush": "2x L2 write (engine)"})
             r = rows[-1]
             print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} thr={nthr:4d} split={diag['split']:2d}"
                   f"{'c' if diag['cluster'] else ' '}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
-                  f"speedup {r['speedup_vs_torch']:5.2f}x  host {host_us:5.1f} us  overflow {diag['overflow_rows']}  "
+                  f"speedup {r['speedup_vs_torch']:5.2f}x  serve {serve_us:7.1f} us  host {host_us:5.1f} us  "
+                  f"overflow {diag['overflow_rows']}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
         del x
         torch.cuda.empty_cache()
@@ -212,12 +205,14 @@ def summary(rows):
         key = (r["B"], r["L"])
         if key not in best or r["median_us"] < best[key]["median_us"]:
             best[key] = r
-    print("\nsummary (best config per shape)")
-    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} {'torch us':>9} {'speedup':>8}")
+    print("\nsummary (best config per shape; serve/host: the serving loop, per call)")
+    print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} "
+          f"{'serve us':>9} {'host us':>8} {'torch us':>9} {'t.serve':>8} {'t.host':>7} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
         sp = f"{r['split']}{'c' if r['cluster'] else ''}"
-        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} {r['x_floor']:8.2f} "
-              f"{r['torch_us']:9.1f} {r['speedup_vs_torch']:7.2f}x")
+        print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} "
+              f"{r['x_floor']:8.2f} {r['serve_us']:9.1f} {r['host_us']:8.1f} {r['torch_us']:9.1f} "
+              f"{r['torch_serve_us']:8.1f} {r['torch_host_us']:7.1f} {r['speedup_vs_torch']:7.2f}x")
     print("\ntargets (issue 4): >= 5x torch at (64,128K) and (256,1M); <= 2x floor at B=256, L>=128K")
     for (B, L), goal in (((64, 131072), "speedup"), ((256, 1 << 20), "speedup")):
         r = best.get((B, L))
@@ -228,8 +223,35 @@ def summary(rows):
         if B == 256 and L >= 131072:
             print(f"  ({B}, {L}): {r['x_floor']:.2f}x the read floor  "
                   f"[{'met' if r['x_floor'] <= 2 else 'NOT met'}]")
+    plan_check(rows)
     bad = [r for r in rows if not r["verified"]]
     print(f"  verification: {len(rows) - len(bad)}/{len(rows)} configs exact")
+
+
+def plan_check(rows):
+    """Issue 17: the launcher's own choice (run "plan") against the fastest path measured for the
+    same config and shape (comparison runs), and each config's plan against the shape's best."""
+    print("\nplan check (issue 17: the plan's path within 1.5x of the best measured path, per config)")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["B"], r["L"], r["budget"], r["bits"], r["threads"]), []).append(r)
+    for (B, L, bud, nbits, nthr), rs in sorted(groups.items()):
+        plan = next((r for r in rs if r["run"] == "plan"), None)
+        fastest = min(rs, key=lambda r: r["median_us"])
+        if plan is None or len(rs) < 2:
+            continue
+        ratio = plan["median_us"] / fastest["median_us"]
+        print(f"  ({B}, {L}) {bud // 1024}K {nbits}-bit {nthr} thr: plan split {plan['split']}"
+              f"{'c' if plan['cluster'] else ''} {plan['median_us']:.1f} us, best {fastest['run']} split "
+              f"{fastest['split']}{'c' if fastest['cluster'] else ''} {fastest['median_us']:.1f} us: {ratio:.2f}x"
+              f"  [{'ok' if ratio <= 1.5 else 'OFF'}]")
+    for (B, L) in sorted({(r["B"], r["L"]) for r in rows}):
+        plans = [r for r in rows if (r["B"], r["L"]) == (B, L) and r["run"] == "plan"]
+        top = min(r["median_us"] for r in plans)
+        slow = [f"{r['budget'] // 1024}K/{r['bits']}-bit/{r['threads']} {r['median_us'] / top:.2f}x"
+                for r in plans if r["median_us"] > 1.5 * top]
+        if slow:
+            print(f"  ({B}, {L}) configs over 1.5x the shape's best plan ({top:.1f} us): {', '.join(slow)}")
 
 
 if __name__ == "__main__":

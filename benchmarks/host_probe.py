@@ -1,38 +1,113 @@
 #!/usr/bin/env python3
-"""Host-side cost of one top-k call (GPU machine): wall time per call and a cProfile of 200 calls."""
+"""Host cost of one top-k call (GPU machine): microseconds of host time per call, measured as the
+wall time of N back-to-back calls without synchronisation (issue 17), for ours (the launcher's
+serving path), ours through torch's launcher (the fallback), the op (torch.ops.occtune.topk), a
+CUDA graph replay of one call, and torch.topk; plus the pieces of our call (one bare driver
+launch of the packed arguments, one output allocation).
+
+    python3 benchmarks/host_probe.py                      # (1, 8K) and (64, 8K), 1000 calls
+    python3 benchmarks/host_probe.py --shapes 1x8192,8x131072,1x1048576 --profile
+
+``host us/call`` is the host time; ``loop us/call`` the GPU time of the whole loop per call
+(bench_topk.py's serving loop: the larger of host and GPU time per call, L2 warm).
+"""
+
+from __future__ import annotations
+
+import argparse
 import cProfile
+import dataclasses
 import pstats
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))      # bench_topk
 
 
-def main():
+def graph_of(torch, fn):
+    """A CUDA graph of one call of ``fn`` (warmed up on a side stream first)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    torch.cuda.synchronize()
+    return g
+
+
+def probe_shape(torch, tk, kern, B, L, k, n, config):
+    import occtune.kernels.topk.op  # noqa: F401  (registers torch.ops.occtune.topk)
+    from bench_topk import serving_loop
+    from occtune import rtc
+
+    x = torch.randn(B, L, device="cuda")
+    slow = dataclasses.replace(kern, launcher="torch", fn=None)      # torch's launcher, same kernel
+    plan = tk.plan_for(x, k, kernel=kern)
+    tk.topk(x, k, kernel=kern)
+    h, grid, block, smem, pack = plan.launches[-1]
+    stream = torch._C._cuda_getCurrentRawStream(x.device.index)
+    i32 = {"dtype": torch.int32, "device": "cuda"}
+    tensors = (x, plan.dummy, plan.dummy, torch.empty((B, k), **i32), plan.dummy, plan.sink,
+               torch.empty(max(1, plan.scratch_numel), **i32), torch.zeros(max(1, plan.kept_numel), **i32))
+    pack = rtc.ArgPack(pack.template)            # its own copy, bound to tensors that stay alive
+    pack.bind(tuple(t.data_ptr() for t in tensors))
+    g = graph_of(torch, lambda: tk.topk(x, k, kernel=kern))
+    rows = [("ours", lambda: tk.topk(x, k, kernel=kern)),
+            ("ours, torch launcher", lambda: tk.topk(x, k, kernel=slow)),
+            ("torch.ops.occtune.topk", lambda: torch.ops.occtune.topk(x, k, **config)),
+            ("ours, CUDA graph replay", g.replay),
+            ("  one driver launch", lambda: rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)),
+            ("  one output allocation", lambda: torch.empty((B, k), dtype=torch.int32, device="cuda")),
+            ("torch.topk", lambda: torch.topk(x, k, dim=-1, sorted=False))]
+    print(f"\nB={B} L={L} k={k}: launcher {kern.launcher}, {len(plan.launches)} launch(es), "
+          f"split {plan.nsplit}, cluster {plan.ncluster}; {n} calls, no sync")
+    print(f"  {'':28s} {'host us/call':>13s} {'loop us/call':>13s}")
+    for name, fn in rows:
+        host, loop = serving_loop(torch, fn, n)
+        print(f"  {name:28s} {host:13.1f} {loop:13.1f}", flush=True)
+    return x
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="host cost per top-k call")
+    ap.add_argument("--shapes", default="1x8192,64x8192")
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--budget", type=int, default=32768)
+    ap.add_argument("--threads", type=int, default=512)
+    ap.add_argument("--bits", type=int, default=12)
+    ap.add_argument("--profile", action="store_true", help="also a cProfile of 200 calls per shape")
+    a = ap.parse_args(argv)
+
     import torch
 
     from occtune.kernels import topk as tk
 
-    kern = tk.build(32768, 512, 12)
-    for B, L in ((1, 8192), (256, 131072)):
-        x = torch.randn(B, L, device="cuda")
-        for _ in range(5):
-            tk.topk(x, 2048, kernel=kern)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            tk.topk(x, 2048, kernel=kern)
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        print(f"B={B} L={L}: host {1e6 * (t1 - t0) / 200:.1f} us per call (200 calls, no sync)")
-        pr = cProfile.Profile()
-        pr.enable()
-        for _ in range(200):
-            tk.topk(x, 2048, kernel=kern)
-        pr.disable()
-        torch.cuda.synchronize()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+    if not torch.cuda.is_available():
+        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+        return 2
+    kern = tk.build(a.budget, a.threads, a.bits)
+    print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}; config {a.budget // 1024}K, "
+          f"{a.threads} threads, {a.bits}-bit; launcher {kern.launcher}")
+    for s in a.shapes.split(","):
+        B, L = (int(v) for v in s.split("x"))
+        x = probe_shape(torch, tk, kern, B, L, a.k, a.calls,
+                        {"budget": a.budget, "threads": a.threads, "bits": a.bits})
+        if a.profile:
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(200):
+                tk.topk(x, a.k, kernel=kern)
+            pr.disable()
+            torch.cuda.synchronize()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+    return 0
 
 
-main()
+if __name__ == "__main__":
+    sys.exit(main())

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from bench_topk import make_flush, time_fn
+    from bench_topk import kernel_time
     from occtune.kernels import topk as tk
     from occtune import rtc
     from occtune.units import parse_size
@@ -106,11 +106,10 @@ def main(argv=None) -> int:
     budget = parse_size(a.budget)
     extra = dict(kv.split("=", 1) for kv in a.define)
     ghz = clock_ghz(torch)
-    flush = make_flush(torch)
     print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
           f"{' ' + str(extra) if extra else ''}")
     tiny = torch.zeros(1, device="cuda")
-    base, _ = time_fn(torch, tiny.zero_, flush, a.reps)
+    base, _ = kernel_time(tiny.zero_, a.reps)
     print(f"# harness: a one-element fill times {base:.1f} us the same way (launch and event overhead)")
     cols = [p[0] for p in PHASES] + ["kernel_max"]
     print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'cl':>2} {'call us':>8} " +
@@ -130,8 +129,8 @@ def main(argv=None) -> int:
                     cl = {"auto": None, "on": True, "off": False}[cm]
                     out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split,
                                         cluster=cl)
-                    med, _ = time_fn(torch, lambda: tk.topk(x, a.k, kernel=kern, split=split,
-                                                            cluster=cl), flush, a.reps)
+                    med, _ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cl),
+                                         a.reps)
                     st = tk.topk(x, a.k, kernel=kprof, split=split, cluster=cl)[:, :15].cpu().tolist()
                     ph = phase_table(st, ghz)
                     # again at once: the profiling build's code is now in the L2 and the SMs'

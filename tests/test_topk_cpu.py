@@ -374,8 +374,10 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
     monkeypatch.setattr(tk, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
-    monkeypatch.setattr(rtc, "launch", lambda h, grid, block, args: launches.append((h.name, grid, block, args)))
+    monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
+                        launches.append((h.name, (grid,), (block,), pack.values(tensors))))
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: occ_calls.append((h.name, thr)) or 2)
+    tk.clear_plans()
     d = tk.defines(32768, 512, 12)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "sm_90", d, [], 0.0, 32768)
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "sm_90", d, [], 0.0)
@@ -417,8 +419,10 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     monkeypatch.setattr(tk, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
-    monkeypatch.setattr(rtc, "launch", lambda h, grid, block, args: launches.append((h.name, grid, args)))
+    monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
+                        launches.append((h.name, (grid,), pack.values(tensors))))
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
+    tk.clear_plans()
     most = {}      # resident clusters by cluster size (default: plenty)
     monkeypatch.setattr(rtc, "max_active_clusters",
                         lambda h, grid, thr, smem: most.get(h.defines["TOPK_CLUSTER"], 1000))
@@ -442,6 +446,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     # fewer resident clusters than rows: a smaller cluster keeps one wave
     launches.clear()
     handles.clear()
+    tk.clear_plans()                 # the fake driver's answers changed: plan again
     most.update({4: 62, 3: 85})   # GPC granularity: 62 clusters of 4, not 66
     tk.topk(torch.zeros(64, L), 2048, kernel=main, split_kernel=split)
     assert launches[0][1] == (64 * 3,)
@@ -449,6 +454,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     # B >= SMs: one block per row (as without clusters); forced, the cluster kernel splits
     launches.clear()
     handles.clear()
+    tk.clear_plans()                 # the fake driver's answers changed: plan again
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 4)
     main.info.clear()                                        # (the answer is kept per kernel)
     tk.topk(torch.zeros(256, L), 2048, kernel=main, split_kernel=split)
@@ -471,6 +477,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     # the residency loop lowers S; a size whose stages would not fit ends it (split kernel)
     launches.clear()
     handles.clear()
+    tk.clear_plans()                 # the fake driver's answers changed: plan again
     most.update({S: 0 for S in range(3, 9)})   # 66 rows: 8 per row fill one wave (4 blocks/SM)
     tk.topk(torch.zeros(66, 1 << 20), 2048, kernel=main32, split_kernel=split)
     assert built[-2:] == [4, 3]                   # S=8..3 tried, S=2 not: its stages would overflow
@@ -482,6 +489,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     def no_build(*a):
         raise UserError("cannot grant the shared memory")
     monkeypatch.setattr(tk, "_cluster_handle", no_build)
+    tk.clear_plans()
     tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split)
     assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
     with pytest.raises(UserError, match="shared memory"):
@@ -496,6 +504,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     # cluster=True with no resident cluster size: an error that says what to do
     most.update({S: 0 for S in range(2, 9)})
     handles.clear()
+    tk.clear_plans()                 # the fake driver's answers changed: plan again
     with pytest.raises(UserError, match="split=S"):
         tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, cluster=True)
     most.clear()

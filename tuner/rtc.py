@@ -9,6 +9,13 @@ result in-process by (source hash, defines, arch). ``launch`` starts it on the c
 
 torch's launcher passes Python ints as C ``int`` and tensors as pointers: a kernel built
 through here takes only pointers and 32-bit ints (use a dummy tensor and a flag for "null").
+
+Serving-rate launches: torch's launcher builds a ctypes object per argument on every call (tens
+of microseconds). ``ArgPack`` holds a kernel's arguments packed once (a slot per parameter and
+the array of their addresses); ``launch_packed`` hands that array to the driver API directly:
+cuda-python's ``cuLaunchKernel`` (``cuda.bindings.driver``) on CUDA, hip-python's
+``hipModuleLaunchKernel`` on ROCm, with the function torch loaded (one compile, one module).
+Without those packages it falls back to torch's launcher; ``RtcKernel.launcher`` says which.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import ctypes
 import hashlib
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from occtune.errors import UserError
@@ -38,6 +46,8 @@ class RtcKernel:
     compile_s: float
     dynamic_smem: int = 0
     info: dict = field(default_factory=dict)
+    launcher: str = "torch"     # who launches it: "cuda-python", "hip-python" or "torch" (fallback)
+    fn: Any = None              # the function as the launcher's API wants it (None: torch's)
 
 
 def source_hash(source: str) -> str:
@@ -129,6 +139,7 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     handle = RtcKernel(kern, name, arch, dict(defines or {}), options,
                        time.perf_counter() - t0, int(dynamic_smem))
     handle.info = kernel_attributes(handle)
+    handle.launcher, handle.fn = driver_function(kern)
     _CACHE[key] = handle
     return handle
 
@@ -230,6 +241,162 @@ def launch(handle: RtcKernel, grid: tuple, block: tuple, args: list, shared_mem:
     g = tuple(grid) + (1,) * (3 - len(grid))
     b = tuple(block) + (1,) * (3 - len(block))
     handle.kernel(grid=g, block=b, args=list(args), shared_mem=smem, stream=stream)
+
+
+# ---- launches with an argument array packed once (serving rates) -----------------------------
+
+@dataclass(frozen=True)
+class Ptr:
+    """A pointer parameter in an ``ArgPack`` template: pointer number ``index`` of ``bind``."""
+
+    index: int
+
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class ArgPack:
+    """One kernel's parameters, packed once: ``template`` lists them in order, ``Ptr(i)`` for a
+    pointer and an int for a 32-bit int. Ints are written at construction; ``bind(ptrs)``
+    writes pointer ``ptrs[i]`` into every ``Ptr(i)`` slot. ``address`` is the ``void**`` array
+    of the slots that ``cuLaunchKernel`` / ``hipModuleLaunchKernel`` take (it stays valid, and
+    the same, for the pack's lifetime)."""
+
+    def __init__(self, template):
+        self.template = list(template)
+        self._slots, self._ptr_slots = [], []
+        for pos, t in enumerate(self.template):
+            if isinstance(t, Ptr):
+                slot = ctypes.c_void_p(0)
+                self._ptr_slots.append((slot, t.index))
+            else:
+                v = int(t)
+                if not _INT32_MIN <= v <= _INT32_MAX:
+                    raise UserError(f"kernel argument {pos} = {v} does not fit a 32-bit int")
+                slot = ctypes.c_int(v)
+            self._slots.append(slot)
+        n = max(1, len(self._slots))
+        self._array = (ctypes.c_void_p * n)(*[ctypes.addressof(s) for s in self._slots])
+        self.address = ctypes.addressof(self._array)
+
+    def bind(self, ptrs) -> None:
+        for slot, i in self._ptr_slots:
+            slot.value = ptrs[i]
+
+    def packed(self) -> list[int]:
+        """What the slots hold now (pointers and ints), in parameter order."""
+        return [int(s.value or 0) for s in self._slots]
+
+    def values(self, tensors) -> list:
+        """The same arguments as torch's launcher takes them: ``tensors[i]`` for ``Ptr(i)``."""
+        return [tensors[t.index] if isinstance(t, Ptr) else t for t in self.template]
+
+
+@lru_cache(maxsize=1)
+def _driver_api():
+    """("cuda-python", cuda.bindings.driver) on CUDA builds of torch, ("hip-python", hip.hip) on
+    ROCm builds, where importable; None otherwise (torch's launcher is used)."""
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        try:
+            from hip import hip
+        except ImportError:
+            return None
+        return "hip-python", hip
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        try:
+            from cuda import cuda as driver          # cuda-python before 12.6
+        except ImportError:
+            return None
+    return "cuda-python", driver
+
+
+def driver_function(kern) -> tuple[str, Any]:
+    """(launcher, function) for a kernel that torch compiled and loaded: the launcher's own
+    function object for torch's loaded function (one module, loaded once), or ("torch", None)."""
+    addr = getattr(getattr(kern, "func", None), "value", None)
+    api = _driver_api() if addr else None
+    if api is None:
+        return "torch", None
+    name, mod = api
+    try:
+        if name == "cuda-python":
+            return name, mod.CUfunction(addr)
+        sym = getattr(mod, "ihipModuleSymbol_t", None)
+        return name, (sym.fromObj(addr) if sym is not None else addr)
+    except (TypeError, ValueError):       # a binding that will not wrap the handle: torch's launcher
+        return "torch", None
+
+
+_STREAMS: dict = {}      # raw stream handle -> the driver API's stream object (cuda-python)
+
+
+def _cu_stream(driver, raw: int):
+    s = _STREAMS.get(raw)
+    if s is None:
+        s = _STREAMS[raw] = driver.CUstream(raw)
+    return s
+
+
+class LaunchError(RuntimeError):
+    """A driver-API launch failed; ``code`` is the CUresult / hipError_t number."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = int(code)
+
+
+# No current context in this thread (CUDA_ERROR_INVALID_CONTEXT), or another device's context
+# (CUDA_ERROR_INVALID_HANDLE): ``make_context_current`` and a second try can fix those.
+CONTEXT_ERRORS = (201, 400)
+
+
+def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: ArgPack, stream: int,
+                  tensors) -> None:
+    """Launch ``handle`` on a 1-D grid with ``pack``'s arguments (bound already) on the raw
+    stream ``stream``; torch's launcher (its current stream) gets ``pack.values(tensors)``."""
+    if handle.launcher == "cuda-python":
+        _, driver = _driver_api()
+        err, = driver.cuLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, _cu_stream(driver, stream),
+                                     pack.address, 0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"cuLaunchKernel({handle.name}, grid {grid}, block {block}, {smem} B shared) "
+                              f"failed: {err}", int(err))
+    elif handle.launcher == "hip-python":
+        _, hip = _driver_api()
+        try:
+            err, = hip.hipModuleLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, stream, pack.address, None)
+        except (TypeError, ValueError) as e:
+            # hip-python refused an argument before launching (this path has not run on an AMD GPU
+            # yet): this kernel goes back to torch's launcher, and says why
+            handle.info["launcher_error"] = f"{type(e).__name__}: {e}"
+            handle.launcher, handle.fn = "torch", None
+            launch_packed(handle, grid, block, smem, pack, stream, tensors)
+            return
+        if err != hip.hipError_t.hipSuccess:
+            raise LaunchError(f"hipModuleLaunchKernel({handle.name}) failed: {err}", int(err))
+    else:
+        handle.kernel(grid=(grid, 1, 1), block=(block, 1, 1), args=pack.values(tensors), shared_mem=smem,
+                      stream=None)
+
+
+def make_context_current(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current in this thread, for
+    driver-API launches from a thread that has none yet (cuda-python; nothing elsewhere)."""
+    api = _driver_api()
+    if api is None or api[0] != "cuda-python":
+        return
+    driver = api[1]
+    err, dev = driver.cuDeviceGet(int(device_index))
+    if err == driver.CUresult.CUDA_SUCCESS:
+        err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
+    if err == driver.CUresult.CUDA_SUCCESS:
+        err, = driver.cuCtxSetCurrent(ctx)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"cannot make device {device_index}'s primary context current: {err}", int(err))
 
 
 def clear_cache() -> None:

@@ -3,12 +3,23 @@
 ``topk(scores, k, lengths, row_starts, budget=..., ...)`` -> int32 ``[B, k]`` row indices of the
 k largest scores per row (unsorted; -1 padding where a row is shorter than k), optionally mapped
 through a page table or ragged offsets. See ``topk.cuh`` for the algorithm and the NaN policy.
+
+Serving: a call's host work after the first call of a shape is an output allocation, a pointer
+check and one driver-API launch per kernel (``LaunchPlan``; ``kernel.launcher`` says whether
+cuda-python/hip-python or torch's slower launcher is used). The recommended serving mode is a
+CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see ``op.py``) once after a warm-up
+call, copy each step's scores (and lengths) into the captured tensors and replay the graph.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import namedtuple
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from occtune import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
 
@@ -103,11 +114,16 @@ def cluster_capable(arch) -> bool:
     return digits.isdigit() and int(digits) >= 90
 
 
-def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
-    from occtune import rtc
+_BUILT: dict = {}             # (budget, threads, bits, device) -> kernel: a repeat costs a lookup
 
-    return rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits), device,
-                              dynamic_smem=int(budget))
+
+def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
+    key = (budget, threads, bits, device)
+    h = _BUILT.get(key)
+    if h is None:
+        h = _BUILT[key] = rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits),
+                                             device, dynamic_smem=int(budget))
+    return h
 
 
 _DERIVED_HANDLES: dict = {}   # (name, options, arch, device, extra macros) -> kernel
@@ -121,8 +137,6 @@ def _derived_handle(handle, name, extra: dict, dynamic_smem: int, budget, thread
            tuple(sorted(extra.items())))
     h = _DERIVED_HANDLES.get(key)
     if h is None:
-        from occtune import rtc
-
         d = {**(handle.defines or defines(budget, threads, bits)), **extra}   # extra macros carry over
         h = rtc.compile_kernel(read_source(), name, d, dev, dynamic_smem=dynamic_smem)
         _DERIVED_HANDLES[key] = h
@@ -151,8 +165,6 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
     automatic S without the fit rule; an error where no cluster can be used. A given split with
     cluster unset keeps the split kernel.
     """
-    from occtune import rtc
-
     if cluster is False or (cluster is None and split is not None):
         return 0
     if cluster and split is not None and int(split) < 2:
@@ -211,6 +223,8 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("scores rows must be contiguous (stride 1 along L)")
     if not 1 <= int(k) <= MAX_K:
         raise UserError(f"k must be between 1 and {MAX_K}, got {k}")
+    if lengths is None and row_starts is None:
+        return
     B = scores.shape[0]
     for name, t in (("lengths", lengths), ("row_starts", row_starts)):
         if t is not None and (t.dtype != torch.int32 or t.shape != (B,) or t.device != scores.device):
@@ -232,19 +246,205 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
     global memory. A row whose kept values crowd into one slice (sorted or strongly
     position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
-    slower); the split kernel spills to global memory instead."""
+    slower); the split kernel spills to global memory instead.
+
+    Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
+    grid, block, shared memory, packed arguments); later calls allocate the output (torch's
+    caching allocator), re-pack pointers only if one changed, and launch through the driver API
+    (``kernel.launcher``: "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's
+    current stream. A call makes no host synchronisation and no allocation outside torch's
+    allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
+    inputs copied into the captured tensors: the recommended serving mode (make one eager call
+    first, outside the capture, so that compilation and the plan happen there). Not capturable:
+    ``return_diagnostics=True`` (it reads the overflow count back); use "lazy"."""
     import torch
 
-    from occtune import rtc
+    plan, table = _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits,
+                           offsets, kernel, prefix_min_row, split, split_kernel, cluster)
+    B, dev = scores.shape[0], scores.device
+    d = plan.dummy
+    out = torch.empty((B, int(k)), dtype=torch.int32, device=dev)
+    bins = torch.empty((B,), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
+    scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
+    kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
+    tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
+               d if table is None else table, bins, scratch, kept)
+    _launch(plan, tensors, dev)
+    if not return_diagnostics:
+        return out
+    if return_diagnostics == "lazy":       # no host sync: the tuner times this call
+        return out, {"capacity": plan.capacity, "bin_counts": bins}
+    return out, {"overflow_rows": int((bins > plan.capacity).sum().item()), "capacity": plan.capacity,
+                 "bin_counts": bins, "split": plan.nsplit, "cluster": plan.ncluster,
+                 "launcher": plan.launches[0][0].launcher if plan.launches else None}
 
+
+def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
+    """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
+    torch's current stream. A thread with no (or another device's) CUDA context current gets
+    the device's primary context and a second try of the launch that failed."""
+    import torch
+
+    plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
+    stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
+    for h, grid, block, smem, pack in plan.launches:
+        try:
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
+        except rtc.LaunchError as e:
+            if e.code not in rtc.CONTEXT_ERRORS:
+                raise
+            rtc.make_context_current(dev.index or 0)
+            rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)    # fails again: raised
+
+
+# ---- the launch plan: decided once per (kernel, shape, options), reused by every call ----------
+
+# pointer numbers of a plan's argument packs (LaunchPlan.bind gets the pointers in this order)
+SCORES, LENGTHS, STARTS, OUT, TABLE, BINS, SCRATCH, KEPT = range(8)
+
+_PlanKey = namedtuple("_PlanKey", "B L stride k has_len has_starts mode tstride page_bits "
+                                  "prefix_min_row split cluster budget threads bits")
+
+
+@dataclass
+class LaunchPlan:
+    """What ``topk`` decides per (kernel, shape, options), decided on the first call: the
+    kernels it launches as (handle, grid, block, dynamic shared memory, ArgPack), the split and
+    cluster choice, and the sizes of the buffers each call allocates (0: none; the placeholder
+    ``dummy`` is passed). ``bind`` re-packs the pointers only when one changed (``repacks``)."""
+
+    launches: list
+    nsplit: int
+    ncluster: int
+    scratch_numel: int
+    kept_numel: int
+    capacity: int
+    dummy: Any                # 1 int: the pointer of an absent tensor (its flag is 0: never read)
+    sink: Any                 # bin_counts of calls that ask for no diagnostics (written, never read)
+    fast: bool = False        # every launch goes through a driver API (needs the raw stream)
+    keep: tuple = ()          # the kernels of the key (their ids key the plan: kept alive)
+    ptrs: tuple = ()
+    repacks: int = 0
+
+    def bind(self, ptrs: tuple) -> None:
+        if ptrs != self.ptrs:
+            for launch in self.launches:
+                launch[4].bind(ptrs)
+            self.ptrs = ptrs
+            self.repacks += 1
+
+
+_TLS = threading.local()      # plans per thread: a plan's packs are rewritten by its calls
+
+
+def _plans() -> dict:
+    plans = getattr(_TLS, "plans", None)
+    if plans is None:
+        plans = _TLS.plans = {}
+    return plans
+
+
+def clear_plans() -> None:
+    """Forget this thread's launch plans (the next call of each shape plans again)."""
+    _plans().clear()
+
+
+def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[int, int]:
+    """(blocks per row, cluster size or 0) of a plan; see ``topk``'s docstring."""
+    import torch
+
+    if not (r.B and scap):
+        if r.cluster and r.B:
+            raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
+                            f"L={r.L} < prefix_min_row={r.prefix_min_row} or < 16k); leave cluster unset")
+        return 1, 0
+    nsms = _NUM_SMS.get(str(dev))
+    if nsms is None:
+        nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
+    ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, r.split, r.cluster, r.budget, r.threads,
+                             r.bits, dev)
+    if ncluster:
+        return ncluster, ncluster
+    per_sm = 2
+    if r.split is None and r.B < nsms:
+        skern = split_kernel if split_kernel is not None else _split_handle(handle, r.budget, r.threads,
+                                                                            r.bits, dev)
+        per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
+        if per_sm is None:
+            nthreads = int(handle.defines.get("TOPK_THREADS", r.threads))
+            per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
+    return split_plan(r.B, r.L, scap, nsms, r.split, per_sm), 0
+
+
+def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
+    import torch
+
+    from occtune.rtc import ArgPack, Ptr
+
+    prefix, scap = long_row_plan(r.L, r.k, r.prefix_min_row)
+    nsplit, ncluster = _split_choice(handle, split_kernel, dev, r, scap)
+    nthreads = int(handle.defines.get("TOPK_THREADS", r.threads))
+    # arguments every kernel takes first (rows), then those of the two that write the output
+    row = [Ptr(SCORES), r.stride, r.L, Ptr(LENGTHS), int(r.has_len), Ptr(STARTS), int(r.has_starts), r.k]
+    outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, r.page_bits, Ptr(BINS)]
+    launches, scratch_numel, kept_numel = [], 0, 0
+    if r.B and ncluster:
+        ck = _cluster_handle(handle, ncluster, r.budget, r.threads, r.bits, dev)
+        launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem, ArgPack([*row, *outa, scap, prefix])))
+    elif r.B:
+        scratch_numel = r.B * 2 * scap
+        if nsplit > 1:
+            skern = split_kernel if split_kernel is not None else _split_handle(handle, r.budget, r.threads,
+                                                                                r.bits, dev)
+            # per row: the kept-list length, then the coarse histogram of the kept values
+            kept_numel = r.B * (1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", r.bits))))
+            launches.append((skern, r.B * nsplit, nthreads, skern.dynamic_smem,
+                             ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), nsplit])))
+        launches.append((handle, r.B, nthreads, handle.dynamic_smem,
+                         ArgPack([*row, *outa, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), int(nsplit > 1)])))
+    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", r.budget)))
+    dummy = torch.empty(1, dtype=torch.int32, device=dev)
+    sink = torch.empty((r.B,), dtype=torch.int32, device=dev)
+    fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
+    return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
+                      keep=(handle, split_kernel))
+
+
+def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
+             threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
+             kernel=None, prefix_min_row: int = PREFIX_MIN_ROW, split=None, split_kernel=None,
+             cluster=None) -> LaunchPlan:
+    """The plan ``topk`` uses for these arguments (built now if there is none yet): its launches,
+    split and cluster choice; for tests, benchmarks and diagnostics. Launches nothing."""
+    return _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits, offsets,
+                    kernel, prefix_min_row, split, split_kernel, cluster)[0]
+
+
+def _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits, offsets, kernel,
+             prefix_min_row, split, split_kernel, cluster):
+    """(plan, transform table or None) of one call, after checking its arguments."""
     _check_args(scores, k, lengths, row_starts)
-    if page_table is not None and offsets is not None:
-        raise UserError("give either page_table or offsets, not both")
     B, L = scores.shape
     dev = scores.device
     handle = kernel if kernel is not None else build(budget, threads, bits, dev)
-    dummy = torch.empty(1, dtype=torch.int32, device=dev)   # never read (its flag is 0)
-    mode, table, tstride = 0, dummy, 0
+    mode, table, tstride = (0, None, 0) if page_table is None and offsets is None else \
+        _table_args(page_table, page_bits, offsets, B, L)
+    key = (id(handle), id(split_kernel), dev, B, L, scores.stride(0), k, lengths is not None,
+           row_starts is not None, mode, tstride, page_bits, prefix_min_row, split, cluster, budget,
+           threads, bits)
+    plans = _plans()
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _make_plan(handle, split_kernel, dev, _PlanKey(*key[3:]))
+    return plan, table
+
+
+def _table_args(page_table, page_bits, offsets, B, L):
+    """(mode, table, table stride) of the index transform (0: none, 1: page table, 2: offsets)."""
+    import torch
+
+    if page_table is not None and offsets is not None:
+        raise UserError("give either page_table or offsets, not both")
     if page_table is not None:
         if page_table.dtype != torch.int32 or page_table.dim() != 2 or page_table.shape[0] != B:
             raise UserError(f"page_table must be int32 [B={B}, pages]")
@@ -252,62 +452,10 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
             raise UserError(f"page_bits must be between 0 and 20, got {page_bits}")
         if page_table.shape[1] << page_bits < L:
             raise UserError(f"page_table covers {page_table.shape[1] << page_bits} positions, rows have {L}")
-        mode, table, tstride = 1, page_table.contiguous(), page_table.contiguous().stride(0)
-    elif offsets is not None:
+        table = page_table.contiguous()
+        return 1, table, int(table.stride(0))
+    if offsets is not None:
         if offsets.dtype != torch.int32 or offsets.shape != (B,):
             raise UserError(f"offsets must be int32 [B={B}]")
-        mode, table = 2, offsets.contiguous()
-    out = torch.empty((B, k), dtype=torch.int32, device=dev)
-    bin_counts = torch.empty((B,), dtype=torch.int32, device=dev)
-    prefix, scap = long_row_plan(L, k, prefix_min_row)
-    nthreads = int(handle.defines.get("TOPK_THREADS", threads))
-    nsplit = 1
-    ncluster = 0
-
-    def split_handle():
-        return split_kernel if split_kernel is not None else _split_handle(handle, budget, threads, bits, dev)
-
-    if B and scap:
-        nsms = _NUM_SMS.get(str(dev))
-        if nsms is None:
-            nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
-        ncluster = _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev)
-        if ncluster:
-            nsplit = ncluster
-        else:
-            per_sm = 2
-            if split is None and B < nsms:
-                skern = split_handle()
-                per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
-                if per_sm is None:
-                    per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
-            nsplit = split_plan(B, L, scap, nsms, split, per_sm)
-    elif cluster and B:
-        raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
-                        f"L={L} < prefix_min_row={prefix_min_row} or < 16k); leave cluster unset")
-    split_kept = dummy
-    # arguments every kernel takes first (rows), then those of the two that write the output
-    row_args = [scores, scores.stride(0), L, lengths if lengths is not None else dummy, int(lengths is not None),
-                row_starts if row_starts is not None else dummy, int(row_starts is not None), int(k)]
-    out_args = [out, mode, table, int(tstride), int(page_bits), bin_counts]
-    if B and ncluster:
-        ck = _cluster_handle(handle, ncluster, budget, threads, bits, dev)
-        rtc.launch(ck, (B * ncluster,), (nthreads,), [*row_args, *out_args, int(scap), int(prefix)])
-    elif B:
-        scratch = torch.empty((B * 2 * scap,) if scap else (2,), dtype=torch.int32, device=dev)
-        if nsplit > 1:
-            skern = split_handle()
-            # per row: the kept-list length, then the coarse histogram of the kept values
-            rec = 1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", bits)))
-            split_kept = torch.zeros((B * rec,), dtype=torch.int32, device=dev)
-            rtc.launch(skern, (B * nsplit,), (nthreads,),
-                       [*row_args, scratch, int(scap), int(prefix), split_kept, int(nsplit)])
-        rtc.launch(handle, (B,), (nthreads,),
-                   [*row_args, *out_args, scratch, int(scap), int(prefix), split_kept, int(nsplit > 1)])
-    if not return_diagnostics:
-        return out
-    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget)))
-    if return_diagnostics == "lazy":       # no host sync: the tuner times this call
-        return out, {"capacity": cap, "bin_counts": bin_counts}
-    return out, {"overflow_rows": int((bin_counts > cap).sum().item()), "capacity": cap,
-                 "bin_counts": bin_counts, "split": nsplit, "cluster": ncluster}
+        return 2, offsets.contiguous(), 0
+    return 0, None, 0
