@@ -11,6 +11,7 @@ from pathlib import Path
 
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
+from occtune.tuned import tuned_config
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
@@ -39,6 +40,12 @@ def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
         raise UserError(f"LDS budget must be a multiple of 8 bytes and at least 64, got {budget}")
     return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": int(budget), "TOPK_THREADS": int(threads),
             "TOPK_COARSE_BITS": int(bits)}
+
+
+def _tuned(B: int, L: int, k: int, device) -> dict:
+    """The tuned config of this workload on ``device`` (:mod:`occtune.tuned`); {} without one."""
+    return tuned_config("topk", {"B": B, "L": L, "K": int(k)}, device=device,
+                        validate=lambda c: defines(c["lds_budget"], c["threads"], c["bits"]) and c) or {}
 
 
 def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
@@ -219,8 +226,8 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
-def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
-         threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
+def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | None = None,
+         threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
          return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
          split=None, split_kernel=None, cluster=None):
     """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
@@ -232,12 +239,19 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
     global memory. A row whose kept values crowd into one slice (sorted or strongly
     position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
-    slower); the split kernel spills to global memory instead."""
+    slower); the split kernel spills to global memory instead. ``budget``/``threads``/``bits``
+    left unset take the tuned config of this (B, L) on the scores' device (nearest tuned
+    workload in ``results/<target>/topk.yaml``; ``$OCCTUNE_RESULTS`` names another results
+    folder), else 128 KiB / 512 / 8."""
     import torch
 
     from occtune import rtc
 
     _check_args(scores, k, lengths, row_starts)
+    if None in (budget, threads, bits):          # unset: this workload's tuned config, else the default
+        tuned = _tuned(*scores.shape, k, scores.device) if kernel is None else {}
+        budget, threads, bits = (tuned.get(name, d) if v is None else v for v, name, d in (
+            (budget, "lds_budget", DEFAULT_BUDGET), (threads, "threads", 512), (bits, "bits", 8)))
     if page_table is not None and offsets is not None:
         raise UserError("give either page_table or offsets, not both")
     B, L = scores.shape
