@@ -128,7 +128,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "config": {"lds_budget": winner["lds_budget_bytes"], "threads": sweep.threads, "bits": sweep.bits},
             "blocks_per_cu": winner["blocks_per_cu"],
             "limiter": winner["limiter"],
-            "why": why,
+            "explanation": why,
         },
         "rows": rows,
         "assumptions": {
@@ -149,7 +149,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "unconfirmed_target_parameters": target.unconfirmed(),
             "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
         },
-        "provenance": provenance.collect(target_file=target.path, profile_file=profile.path),
+        "provenance": provenance.collect(target=target.name, target_file=target.path, profile_file=profile.path),
     }
 
 
