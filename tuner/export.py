@@ -38,9 +38,7 @@ BUILTIN_FORMATS = ("header", "flags", "json", "triton")
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 LOOKUP = ("nearest key: the smallest sum over the key dimensions of |log2(value / key)|, ties to the "
           "larger key; non-numeric dimensions match exactly; '*' holds for every workload")
-_PROVENANCE = (("device", "device"), ("device_name", "device"), ("date", "date"),
-               ("git_revision", "git_revision"), ("occtune", "occtune"), ("torch", "torch"),
-               ("triton", "triton"), ("runtime", "runtime"), ("driver", "driver"), ("python", "python"))
+_PROVENANCE = ("device", "date", "git_revision", "occtune", "torch", "triton", "runtime", "driver", "python")
 
 
 @dataclass
@@ -81,9 +79,7 @@ def provenance(doc: dict) -> dict:
     """What measured (or modelled) a results file: target, device, date, git revision, versions."""
     prov = doc.get("provenance") or {}
     out = {"target": doc.get("target"), "timed": bool(doc.get("timed"))}
-    for key, name in _PROVENANCE:
-        if prov.get(key) is not None and name not in out:
-            out[name] = prov[key]
+    out.update({k: prov[k] for k in _PROVENANCE if prov.get(k) is not None})
     return out
 
 
