@@ -1,8 +1,8 @@
 """The tuned config of one workload, read from results files.
 
-One lookup for everything that consumes tuned configs: the families' Python entry points
-(``occtune.kernels.topk.topk``, ``occtune.kernels.rope.apply_rope``) call :func:`tuned_config`,
-and ``tune export --format json`` writes the same table for serving code to look up the same way.
+One lookup for everything that consumes tuned configs: the families' Python entry points (top-k's
+``topk()``, RoPE's ``apply_rope()``) call :func:`tuned_config`, and ``tune export --format json``
+writes the same table for serving code to look up the same way.
 
 Where: ``<checkout>/results/<target>/<family>.yaml``, or ``$OCCTUNE_RESULTS/<target>/<family>.yaml``
 when that variable is set (an empty folder turns every lookup off); the target is the one of the

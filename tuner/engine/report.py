@@ -24,7 +24,6 @@ error bars centred on the median.
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,7 +203,8 @@ def _csv_reference(table: list[dict], cols: list[str], wdims: list[str]) -> dict
 
 # --- what the time plots show -------------------------------------------------------------------
 def _unique(items: list[dict]) -> list[dict]:
-    return list({key_of(i): i for i in reversed(items)}.values())[::-1]
+    """Distinct mappings in order of first appearance."""
+    return list({key_of(i): i for i in items}.values())
 
 
 def _is_num(v) -> bool:
