@@ -69,8 +69,9 @@ def _check_positions(positions, T: int, S: int, device):
     return positions.contiguous()
 
 
-def _resolve_config(config, variant):
-    cfg = validate_config(config) if config is not None else tuned_config()
+def _resolve_config(config, variant, x):
+    workload = {"T": x.shape[0], "H": x.shape[1] if x.dim() == 3 else 1, "D": x.shape[-1]}
+    cfg = validate_config(config) if config is not None else tuned_config(workload=workload, device=x.device)
     if variant is not None:
         cfg = validate_config({**cfg, "variant": variant})
     return cfg
@@ -82,8 +83,10 @@ def apply_rope(x, freqs_cis, positions=None, inverse=False, *, out=None, inplace
 
     ``inplace=True`` writes into ``x``; ``out=`` writes into a given tensor of x's shape (any
     float dtype above, any strides); otherwise a new tensor of x's dtype is returned.
-    ``config`` (dict: variant, BLOCK_M, num_warps) defaults to the tuned config of the local
-    device, else :func:`default_config`; ``variant`` overrides the config's variant.
+    ``config`` (dict: variant, BLOCK_M, num_warps) defaults to the tuned config of x's device
+    for this many tokens (``results/<target>/rope.yaml``, nearest tuned T; ``$OCCTUNE_RESULTS``
+    names another results folder), else :func:`default_config`; ``variant`` overrides the
+    config's variant.
     """
     import torch
 
@@ -105,7 +108,7 @@ def apply_rope(x, freqs_cis, positions=None, inverse=False, *, out=None, inplace
     if f2.device != x.device:
         raise UserError(f"freqs_cis is on {f2.device} but x is on {x.device}; move them to one device")
     pos = _check_positions(positions, x.shape[0], f2.shape[0], x.device)
-    cfg = _resolve_config(config, variant)
+    cfg = _resolve_config(config, variant, x)
     if x.numel() == 0:
         return dst
     x3 = x if x.dim() == 3 else x.unsqueeze(1)

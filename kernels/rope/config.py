@@ -5,11 +5,9 @@ A config is a plain dict ``{"variant": str, "BLOCK_M": int, "num_warps": int}``.
 
 from __future__ import annotations
 
-import functools
-import os
-from pathlib import Path
-
+from occtune import tuned
 from occtune.errors import UserError
+from occtune.tuned import local_target  # noqa: F401  (re-exported: the family and CLI use it)
 
 VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads")
 BLOCK_M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -22,9 +20,6 @@ BASELINE_CONFIG = {"variant": "batched", "BLOCK_M": 32, "num_warps": 4}
 # per program, is the shape reported at 4.5-4.6 TB/s of a 5.37 TB/s copy on MI355X
 # (shared/facts/kernels.md section 2); H200 measurements replace it through results/.
 DEFAULT_CONFIG = {"variant": "flat", "BLOCK_M": 16, "num_warps": 1}
-
-# Where tuned results live: <repo>/results, or $OCCTUNE_RESULTS when set.
-RESULTS_ENV = "OCCTUNE_RESULTS"
 
 
 def default_config() -> dict:
@@ -48,48 +43,11 @@ def validate_config(config) -> dict:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def local_target() -> str | None:
-    """Target name of the local GPU: "sm_90" from a CUDA capability, "gfx942" from ROCm's
-    gcnArchName; None without a GPU."""
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return None
-        if getattr(torch.version, "hip", None):
-            arch = getattr(torch.cuda.get_device_properties(0), "gcnArchName", "") or ""
-            return arch.split(":")[0] or None
-        major, minor = torch.cuda.get_device_capability(0)
-        return f"sm_{major}{minor}"
-    except Exception:
-        return None
-
-
-def results_dir() -> Path:
-    env = os.environ.get(RESULTS_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "results"
-
-
-@functools.lru_cache(maxsize=16)
-def _tuned_config_from(path: str) -> dict | None:
-    """The ``winner: config:`` of a results YAML, validated; None on anything missing or bad."""
-    try:
-        import yaml
-
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-        return validate_config(dict(data["winner"]["config"]))
-    except Exception:
-        return None
-
-
-def tuned_config(target: str | None = None) -> dict:
-    """The tuned config for ``target`` (default: the local device) if one is recorded, else the
-    default. Never raises: a missing, unreadable or malformed results file means the default."""
-    target = target if target is not None else local_target()
-    if target:
-        found = _tuned_config_from(str(results_dir() / target / "rope.yaml"))
-        if found is not None:
-            return dict(found)
-    return default_config()
+def tuned_config(target: str | None = None, workload: dict | None = None, device=None) -> dict:
+    """The tuned config for ``workload`` (``{"T": tokens, "H": heads, "D": rope_dim}``; None: the
+    overall winner) on ``target`` (default: the target of ``device``, else the current GPU), read
+    from ``results/<target>/rope.yaml`` (``$OCCTUNE_RESULTS`` overrides the folder) by the nearest
+    workload key (:mod:`occtune.tuned`); else the default. Never raises: a missing, unreadable or
+    malformed results file means the default."""
+    found = tuned.tuned_config("rope", workload, target=target, device=device, validate=validate_config)
+    return found if found is not None else default_config()

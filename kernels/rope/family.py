@@ -82,6 +82,9 @@ class RopeFamily(Family):
         return {"OCCTUNE_ROPE_VARIANT": VARIANT_NAMES.index(c["variant"]), "OCCTUNE_ROPE_BLOCK_M": c["BLOCK_M"],
                 "OCCTUNE_ROPE_NUM_WARPS": c["num_warps"]}
 
+    def macro_constants(self) -> dict[str, int]:
+        return {f"OCCTUNE_ROPE_VARIANT_{name.upper()}": i for i, name in enumerate(VARIANT_NAMES)}
+
     def source_hash(self) -> str:
         h = hashlib.sha256()
         for name in ("kernels.py", "__init__.py"):

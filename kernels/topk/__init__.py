@@ -13,6 +13,7 @@ call, copy each step's scores (and lengths) into the captured tensors and replay
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import namedtuple
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from occtune import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
+from occtune.tuned import tuned_config
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
@@ -50,6 +52,14 @@ def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
         raise UserError(f"LDS budget must be a multiple of 8 bytes and at least 64, got {budget}")
     return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": int(budget), "TOPK_THREADS": int(threads),
             "TOPK_COARSE_BITS": int(bits)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _tuned(B: int, L: int, k: int, device) -> dict:
+    """The tuned config of this workload on ``device`` (:mod:`occtune.tuned`); {} without one.
+    Looked up once per (B, L, k, device) in a process: no file system access on the serving path."""
+    return tuned_config("topk", {"B": B, "L": L, "K": int(k)}, device=device,
+                        validate=lambda c: defines(c["lds_budget"], c["threads"], c["bits"]) and c) or {}
 
 
 def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
@@ -233,8 +243,8 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
-def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
-         threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
+def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | None = None,
+         threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
          return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
          split=None, split_kernel=None, cluster=None):
     """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
@@ -256,7 +266,12 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = 
     allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
     inputs copied into the captured tensors: the recommended serving mode (make one eager call
     first, outside the capture, so that compilation and the plan happen there). Not capturable:
-    ``return_diagnostics=True`` (it reads the overflow count back); use "lazy"."""
+    ``return_diagnostics=True`` (it reads the overflow count back); use "lazy".
+
+    ``budget``/``threads``/``bits``
+    left unset take the tuned config of this (B, L) on the scores' device (nearest tuned
+    workload in ``results/<target>/topk.yaml``; ``$OCCTUNE_RESULTS`` names another results
+    folder), else 128 KiB / 512 / 8."""
     import torch
 
     plan, table = _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits,
@@ -410,8 +425,8 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
                       keep=(handle, split_kernel))
 
 
-def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int = DEFAULT_BUDGET,
-             threads: int = 512, bits: int = 8, page_table=None, page_bits: int = 0, offsets=None,
+def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | None = None,
+             threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
              kernel=None, prefix_min_row: int = PREFIX_MIN_ROW, split=None, split_kernel=None,
              cluster=None) -> LaunchPlan:
     """The plan ``topk`` uses for these arguments (built now if there is none yet): its launches,
@@ -424,6 +439,10 @@ def _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, 
              prefix_min_row, split, split_kernel, cluster):
     """(plan, transform table or None) of one call, after checking its arguments."""
     _check_args(scores, k, lengths, row_starts)
+    if None in (budget, threads, bits):          # unset: this workload's tuned config, else the default
+        tuned = _tuned(*scores.shape, k, scores.device) if kernel is None else {}
+        budget, threads, bits = (tuned.get(name, d) if v is None else v for v, name, d in (
+            (budget, "lds_budget", DEFAULT_BUDGET), (threads, "threads", 512), (bits, "bits", 8)))
     B, L = scores.shape
     dev = scores.device
     handle = kernel if kernel is not None else build(budget, threads, bits, dev)

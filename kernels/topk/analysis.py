@@ -40,6 +40,9 @@ def topk_rows(target: Target, sweep: TopkSweep) -> list[dict]:
                                                 dynamic_lds=budget))
         cap = capacity_for(sweep, budget)
         rows.append({
+            "config": {"lds_budget": budget, "threads": sweep.threads, "bits": sweep.bits},
+            "threads": sweep.threads,
+            "static_lds_bytes": sweep.static_lds,
             "lds_budget_bytes": budget,
             "lds_per_block_bytes": occ.lds_per_block,
             "fits": occ.fits,

@@ -128,7 +128,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "config": {"lds_budget": winner["lds_budget_bytes"], "threads": sweep.threads, "bits": sweep.bits},
             "blocks_per_cu": winner["blocks_per_cu"],
             "limiter": winner["limiter"],
-            "why": why,
+            "explanation": why,
         },
         "rows": rows,
         "assumptions": {
@@ -149,7 +149,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "unconfirmed_target_parameters": target.unconfirmed(),
             "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
         },
-        "provenance": provenance.collect(target_file=target.path, profile_file=profile.path),
+        "provenance": provenance.collect(target=target.name, target_file=target.path, profile_file=profile.path),
     }
 
 
@@ -225,7 +225,7 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
     from occtune.kernels.topk.family import TopkFamily
     from occtune.kernels.topk.analysis import capacity_for
     from occtune.engine.sweep import default_configs
-    from occtune.export import collect_defines, render_header
+    from occtune.export import render_header, sources
     from occtune.fsutil import atomic_write_text
     from occtune.occupancy import KernelResources, occupancy
     from occtune.engine.sweep import SweepHooks
@@ -265,7 +265,7 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
 
     def after_write(path, doc):
         hpath = path.with_suffix(".h")
-        atomic_write_text(hpath, render_header(collect_defines([(str(path), doc)]), [str(path)])) \
+        atomic_write_text(hpath, render_header(sources([(str(path), doc)]))) \
             if doc.get("winner") else None
         return {"header_file": str(hpath)} if doc.get("winner") else {}
 

@@ -1,4 +1,5 @@
-"""``tune report RESULTS... [--out DIR] [--json]``: tables and PNG plots of tuning results."""
+"""``tune report RESULTS... [--out DIR] [--json]``: plots, tables and one HTML page per results
+file or benchmark CSV."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import click
 @click.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path())
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Folder for the PNG plots (default: next to each results file).")
+              help="Folder for the plots and pages (default: next to each input; in --out they are named "
+                   "<folder>.<stem>.*).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 def command(results, out, as_json):
-    """Tables and plots (time vs parameter, speed-up heatmap, occupancy vs budget) of RESULTS
-    files or folders, timed or analytic."""
+    """Plots (occupancy cliff, time per workload with IQR, speed-up heatmap) and one self-contained
+    HTML page for each of RESULTS: results files (timed or analytic), benchmark CSVs, or folders."""
     from occtune.engine.display import rows_table
     from occtune.engine.report import make_report
     from occtune.output import console, emit_json
@@ -22,11 +24,12 @@ def command(results, out, as_json):
         emit_json({"reports": [{k: v for k, v in s.items() if k != "doc"} for s in summaries]})
         return
     for s in summaries:
-        kind = "timed" if s["timed"] else "analytic"
-        console.print(rows_table(s["doc"], title=f"{s['family']} on {s['target']} ({kind}): {s['results']}"))
+        title = f"{s['family']} on {s['target']} ({s['kind']}): {s['results']}"
+        if s["kind"] == "benchmark":
+            console.print(f"[bold]{title}[/]: {s['rows']} rows")
+        else:
+            console.print(rows_table(s["doc"], title=title))
         if s["explanation"]:
             console.print(s["explanation"])
-        elif s["winner"] is not None:
-            console.print(f"winner: {s['winner']}")
-        for p in s["plots"]:
+        for p in [*s["plots"], s["html"]]:
             console.print(f"  wrote {p}")

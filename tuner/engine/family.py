@@ -94,6 +94,11 @@ class Family:
         export`` (integers only, so ``-D`` flags need no quoting)."""
         return {}
 
+    def macro_constants(self) -> dict[str, int]:
+        """Named integer constants that values of :meth:`macros` are compared with (RoPE's
+        ``OCCTUNE_ROPE_VARIANT_FLAT = 3``): ``tune export`` defines them in headers."""
+        return {}
+
     def built_resources(self, built: Any, config: Config) -> Resources | None:
         """What the kernel built for the local device uses, as its driver reports it."""
         return None

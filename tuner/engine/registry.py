@@ -1,8 +1,9 @@
 """Where kernel families come from: the engine and the CLI find them here, never by name.
 
 A family is a Python package whose ``family.py`` defines ``FAMILY``, a :class:`Family` subclass
-(and optionally ``COMMANDS``, CLI verbs it adds: ``{"topk": "cli:command"}``, modules relative to
-the package). Families are found in three places, in this order (a name found twice is an error):
+(and optionally ``COMMANDS``, CLI verbs it adds: ``{"topk": "cli:command"}``, and ``EXPORTS``,
+extra ``tune export`` formats: ``{"fmt-name": "module:render_fn"}`` with ``render_fn(doc) -> str``
+for one results document; modules relative to the package). Families are found in three places, in this order (a name found twice is an error):
 
 1. every sub-package of ``occtune.kernels`` that has a ``family.py`` (the families shipped here);
 2. Python entry points in the group ``occtune.families`` (``name = "pkg.family:FAMILY"``): a
@@ -56,10 +57,17 @@ class FamilySpec:
             raise UserError(f"family {self.name!r}: {self.module} defines no FAMILY class")
         return cls
 
+    def _relative_specs(self, attr: str) -> dict[str, str]:
+        rel = getattr(self.load_module(), attr, {}) or {}
+        return {name: f"{self.package}.{spec}" for name, spec in rel.items()}
+
     def commands(self) -> dict[str, str]:
         """CLI verbs this family adds: verb -> absolute "module:attribute"."""
-        rel = getattr(self.load_module(), "COMMANDS", {}) or {}
-        return {verb: f"{self.package}.{spec}" for verb, spec in rel.items()}
+        return self._relative_specs("COMMANDS")
+
+    def exports(self) -> dict[str, str]:
+        """Export formats this family adds: format -> absolute "module:render_fn"."""
+        return self._relative_specs("EXPORTS")
 
 
 def _builtin() -> list[FamilySpec]:
@@ -130,6 +138,20 @@ def get_family(name: str, **kwargs):
     if name in _EXTRA:
         return _EXTRA[name](**kwargs)
     return find(name).family_class()(**kwargs)
+
+
+def family_exports(name: str) -> dict[str, str]:
+    """Export formats the family called ``name`` adds (none for test doubles)."""
+    return {} if name in _EXTRA else find(name).exports()
+
+
+def load_attr(spec: str):
+    """The object a "module:attribute" spec names."""
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"{spec} cannot be loaded: {e}") from None
 
 
 def family_commands() -> dict[str, str]:

@@ -2,11 +2,13 @@
 
 Top-level layout shared with analytic results (``occtune.results``, which validates and writes
 both): ``schema, family, target, timed, winner{config, ...}, rows, assumptions, provenance``
-(+ ``grid``, ``per_workload``, ``excluded``, ``sweep`` here). Raw samples stay in the point cache;
-rows carry a summary (median, quartiles, IQR, min, max, n).
+(+ ``grid``, ``per_workload``, ``excluded``, ``sweep`` here; the schema: :mod:`occtune.results`).
+Raw samples stay in the point cache; rows carry a summary (median, quartiles, IQR, min, max, n).
 """
 
 from __future__ import annotations
+
+import json
 
 from occtune.engine.family import key_of
 from occtune.provenance import collect
@@ -55,8 +57,9 @@ def build_document(result, selection, target: str | None = None, assumptions: li
     return {
         "schema": SCHEMA, "family": result.family, "target": target, "timed": True,
         "winner": win,
-        "per_workload": selection.per_workload,
-        "excluded": selection.excluded,
+        "per_workload": [dict(p, median_us=round(p["median_us"], 3)) if p.get("median_us") is not None else p
+                         for p in selection.per_workload],
+        "excluded": [{"config": json.loads(k), "reason": why} for k, why in selection.excluded.items()],
         "grid": {"axes": result.axes, "configs": result.configs, "workloads": result.workloads,
                  "baseline": result.baseline},
         "rows": [row_summary(r, sp.get((key_of(r["config"]), key_of(r["workload"])))) for r in result.rows],

@@ -1,0 +1,152 @@
+"""The tuned config of one workload, read from results files.
+
+One lookup for everything that consumes tuned configs: the families' Python entry points (top-k's
+``topk()``, RoPE's ``apply_rope()``) call :func:`tuned_config`, and ``tune export --format json``
+writes the same table for serving code to look up the same way.
+
+Where: ``<checkout>/results/<target>/<family>.yaml``, or ``$OCCTUNE_RESULTS/<target>/<family>.yaml``
+when that variable is set (an empty folder turns every lookup off); the target is the one of the
+device the tensors are on (``sm_90``, ``gfx942``).
+
+The table: a timed results file's ``per_workload`` winners, keyed by the workload dimensions that
+vary across them (RoPE: ``T``; top-k: ``B`` and ``L``; dimensions constant across the file are
+ignored). A workload takes the entry with the **nearest key**: the smallest sum, over the key
+dimensions, of ``|log2(value / key)|`` (the sweeps are geometric: 1, 64, 1024, 8192 ...); ties go
+to the larger key; a non-numeric dimension (a dtype) must match exactly. A results file without
+per-workload winners (an analytic sweep) gives its one winner to every workload.
+
+Nothing here raises on a missing or malformed file: the caller falls back to its default config.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+
+RESULTS_ENV = "OCCTUNE_RESULTS"
+
+
+def results_dir() -> Path:
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "results"
+
+
+@functools.lru_cache(maxsize=8)
+def _target_of(device: str) -> str | None:
+    try:
+        import torch
+
+        if device.startswith("cpu") or not torch.cuda.is_available():
+            return None
+        dev = torch.device(device)
+        if getattr(torch.version, "hip", None):
+            arch = getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "") or ""
+            return arch.split(":")[0] or None
+        major, minor = torch.cuda.get_device_capability(dev)
+        return f"sm_{major}{minor}"
+    except Exception:
+        return None
+
+
+def local_target(device=None) -> str | None:
+    """Target name of ``device`` (default: the current GPU): "sm_90" from a CUDA capability,
+    "gfx942" from ROCm's gcnArchName; None on a CPU or without a GPU."""
+    return _target_of(str(device) if device is not None else "cuda")
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def workload_table(doc: dict) -> tuple[list[str], list[tuple[dict, dict]]]:
+    """(key dimensions, [(workload, winning config)]) of a results document; see the module
+    docstring. Empty when the document has no winner at all."""
+    per = [p for p in doc.get("per_workload") or [] if isinstance(p, dict)
+           and isinstance(p.get("workload"), dict) and isinstance(p.get("winner"), dict)]
+    if not per:
+        win = (doc.get("winner") or {}).get("config")
+        return [], ([({}, dict(win))] if isinstance(win, dict) else [])
+    entries = [(dict(p["workload"]), dict(p["winner"])) for p in per]
+    dims = [d for d in entries[0][0]
+            if len({json.dumps(w.get(d), sort_keys=True) for w, _ in entries}) > 1]
+    return dims, entries
+
+
+def key_text(workload: dict, dims: list[str]) -> str:
+    """The table key of a workload: its key dimensions' values joined by commas ("*" for none)."""
+    return ",".join(str(workload.get(d)) for d in dims) or "*"
+
+
+def distance(workload: dict, key: dict, dims: list[str]) -> float:
+    total = 0.0
+    for d in dims:
+        a, b = workload.get(d), key.get(d)
+        if _is_num(a) and _is_num(b) and a > 0 and b > 0:
+            total += abs(math.log2(a / b))
+        elif a != b:
+            return math.inf
+    return total
+
+
+def nearest(dims: list[str], entries: list[tuple[dict, dict]], workload: dict) -> dict | None:
+    """The config of the entry nearest to ``workload`` (None when none matches its non-numeric
+    dimensions)."""
+    if not entries:
+        return None
+
+    def rank(entry):
+        key = entry[0]
+        return distance(workload, key, dims), tuple(-key[d] for d in dims if _is_num(key.get(d)))
+
+    best = min(entries, key=rank)
+    return dict(best[1]) if distance(workload, best[0], dims) < math.inf else None
+
+
+@functools.lru_cache(maxsize=32)
+def _table(path: str, mtime_ns: int):
+    from occtune.results import parse_yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = parse_yaml(f)
+        dims, entries = workload_table(doc)
+        win = (doc.get("winner") or {}).get("config")
+        return dims, entries, dict(win) if isinstance(win, dict) else None
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _lookup(path: str, mtime_ns: int, workload_json: str | None):
+    table = _table(path, mtime_ns)
+    if table is None:
+        return None
+    dims, entries, win = table
+    if workload_json is None:
+        return win
+    return nearest(dims, entries, json.loads(workload_json))
+
+
+def tuned_config(family: str, workload: dict | None = None, *, target: str | None = None, device=None,
+                 validate=None) -> dict | None:
+    """The tuned config of ``family`` for ``workload`` (None: the overall winner) on ``target``
+    (default: the target of ``device``), or None when no usable results exist. ``validate(config)``
+    returns the config to use or raises: a config it rejects counts as no results."""
+    target = target if target is not None else local_target(device)
+    if not target:
+        return None
+    path = results_dir() / target / f"{family}.yaml"
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    found = _lookup(str(path), mtime, None if workload is None else json.dumps(workload, sort_keys=True))
+    if found is None:
+        return None
+    try:
+        return validate(dict(found)) if validate else dict(found)
+    except Exception:
+        return None
