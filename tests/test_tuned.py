@@ -41,6 +41,7 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
     """topk() with budget/threads/bits unset builds the tuned config of (B, L) on the scores'
     device; set arguments win; without results it builds the 128 KiB default."""
     monkeypatch.setenv("OCCTUNE_RESULTS", str(tmp_path))
+    tk._tuned.cache_clear()
     per = [{"workload": {"B": b, "L": 131072, "K": 2048}, "winner": {"lds_budget": lds, "threads": 512, "bits": 8}}
            for b, lds in ((1, 40960), (256, 49152))]
     _results(tmp_path, "topk", {"winner": {"config": per[0]["winner"]}, "per_workload": per})
@@ -61,6 +62,7 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
             tk.topk(torch.zeros(B, 131072), 2048, **kw)
     assert built == [(40960, 512, 8), (49152, 512, 8), (65536, 512, 8), (49152, 512, 12)]
     monkeypatch.setattr(tuned, "_target_of", lambda device: None)          # a CPU tensor, no GPU
+    tk._tuned.cache_clear()            # looked up once per workload in a process (no I/O per call)
     with pytest.raises(Stop):
         tk.topk(torch.zeros(2, 131072), 2048)
     assert built[-1] == (tk.DEFAULT_BUDGET, 512, 8)
