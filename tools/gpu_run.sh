@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: run the named stages, logging each under $OUT (or ./out).
 # Usage: bash tools/gpu_run.sh install env gpu_tests sweep:rope topk_bench ...
-# `install` puts the wheel carried in .whl/ (built here: pip wheel --no-deps -w .whl .) on PYTHONPATH:
+# `install` puts the wheel carried in .whl/ (built here: pip wheel --no-deps -w .whl . and
+# git describe --always --dirty > .whl/REVISION) on PYTHONPATH:
 # the checkout's folders are the `occtune` package only once installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,8 @@ stage() { local name=$1; shift; echo "=== $name: $*"; local t0=$(date +%s)
 for s in "$@"; do
   case $s in
     install) python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/occtune-*.whl \
-               && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} && echo "=== install: $(ls .whl/occtune-*.whl)";;
+               && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} OCCTUNE_GIT_REVISION=$(cat .whl/REVISION 2>/dev/null) \
+               && echo "=== install: $(ls .whl/occtune-*.whl) (revision ${OCCTUNE_GIT_REVISION:-unknown})";;
     gpu_tests) stage gpu_tests python3 -m pytest -q tests/gpu tests/test_engine_gpu.py;;
     sweep:*) stage "sweep_${s#sweep:}" python3 -m occtune sweep "${s#sweep:}" --out "$OUT/results" ${SWEEP_ARGS:-};;
     env) stage env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; python3 -c "import torch,triton,sys;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__);p=torch.cuda.get_device_properties(0);print(p)"';;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -70,7 +71,10 @@ def collect(*, target: str | None = None, fingerprint: dict | None = None, **ext
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "host": platform.node(),
     }
-    if rev is None:
+    if rev is None and os.environ.get("OCCTUNE_GIT_REVISION"):
+        rev, why = os.environ["OCCTUNE_GIT_REVISION"], f"{why}; revision stated by $OCCTUNE_GIT_REVISION"
+        out["git_revision"] = rev
+    if why:
         out["git_revision_why"] = why
     for k in ("source_hash", "timer"):
         if fp.get(k) is not None:
