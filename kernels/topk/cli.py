@@ -1,8 +1,11 @@
 """`tune topk`: sweep the radix top-k kernel's dynamic LDS budget on a target.
 
-Without a GPU of that target (or with --analytic) this is the analytic sweep: occupancy from the
-target profile, tie capacity from the budget (the uniform-bin estimate, or the measured bound with
---scores). On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
+Without a GPU of that target (or with --analytic) this is the analytic sweep
+(occtune.engine.analytic through the family): registers and static LDS of the main kernel compiled
+for the target (assumed from the profile, loudly, only where no compiler builds for it), occupancy
+from the target profile, tie capacity against the worst of the uniform estimate and synthetic rows
+at the required context (or the measured bound with --scores), refuted by any overflowed rows of
+timed sweeps under --out. On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
 through the engine, with static LDS and registers read from the built kernel, the occupancy model
 cross-checked against the driver's occupancy query, overflowed rows per config, the engine's
 selection, and ``topk.yaml`` plus ``topk.h`` written.
@@ -63,7 +66,8 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--budgets", help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
 @click.option("--threads", help="Threads per block (default: profile, 512); the timed sweep takes a list, "
                                 "e.g. 512,1024.")
-@click.option("--static-lds", help="Static LDS per block (default: profile, ~7 KiB until measured).")
+@click.option("--static-lds", help="Static LDS per block (default: the compiled kernel's; the profile's 7 KiB "
+                                    "estimate without a compiler).")
 @click.option("--bits", type=click.Choice(["8", "12"]), help="Coarse-key width (default: profile, 8).")
 @click.option("--required-context", type=int, help="Tokens a row must hold (default 1048576).")
 @click.option("--headroom", type=float, help="Safety factor on the required context (default 1.25).")
