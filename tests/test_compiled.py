@@ -98,10 +98,10 @@ def test_hip_probe_is_cached_on_disk_by_source_macros_and_target(tmp_path, monke
 
 def test_hip_errors_are_typed_and_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path))
-    with pytest.raises(compiled.CompilerError) as e:
+    with pytest.raises(compiled.CompileError) as e:
         _or_skip(compiled.compile_hip, "extern \"C\" __attribute__((global)) void k( {", "gfx942", {})
     assert "\n" not in str(e.value) and "gfx942" in str(e.value) and "error" in str(e.value)
-    with pytest.raises(compiled.CompilerError, match="without a kernel 'nope'"):
+    with pytest.raises(compiled.CompileError, match="without a kernel 'nope'"):
         _or_skip(compiled.hip_resources, HIP, "nope", {"N": 300}, "gfx942", threads=256)
     if not compiled.clang_compilers():
         pytest.skip("no clang here")
@@ -131,7 +131,7 @@ def test_nvrtc_probe(tmp_path, monkeypatch):
     res = compiled.cuda_resources(CUDA, "probe_kernel", {"N": 300}, "sm_90", threads=256)
     assert res.source == f"compiled: nvrtc {comps[0].version} sm_90"
     assert res.static_lds == 1200 and 0 < res.regs <= 255 and res.scratch_bytes == 0
-    with pytest.raises(compiled.CompilerError) as e:
+    with pytest.raises(compiled.CompileError) as e:
         compiled.compile_cuda(CUDA + "\nint broken(", "sm_90", {"N": 300})
     assert "\n" not in str(e.value) and "sm_90" in str(e.value)
 
@@ -146,6 +146,7 @@ def test_triton_probe(target, tmp_path, monkeypatch):
 
     monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path))
     res = _or_skip(compiled_resources, {"variant": "batched", "BLOCK_M": 32, "num_warps": 4}, target)
+    assert res.scratch_bytes == 0 and res.dynamic_lds == 0
     llvm = f" (LLVM {compiled.triton_llvm_major()})" if target.startswith("gfx") else ""
     assert res.source == f"compiled: triton {triton.__version__}{llvm} {target}"
     assert res.threads == 4 * (64 if target.startswith("gfx") else 32)

@@ -122,7 +122,7 @@ def _hip_compiles() -> bool:
 
         compiled_resources({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "gfx942")
         return True
-    except UserError:  # NoCompilerError or CompilerError: no AMD backend in this Triton: skip
+    except UserError:  # NoCompilerError or CompileError: no AMD backend in this Triton: skip
         return False
 
 

@@ -548,10 +548,10 @@ def test_cluster_kernel_refuses_targets_without_clusters(vendor):
     macros = {**tk.defines(32768, 512, 12), "TOPK_CLUSTER": 2}
     src = tk.read_source()
     if vendor == "amd":
-        with pytest.raises(compiled.CompilerError, match="TOPK_CLUSTER needs CUDA thread-block clusters"):
+        with pytest.raises(compiled.CompileError, match="TOPK_CLUSTER needs CUDA thread-block clusters"):
             _built_or_skip(compiled.compile_hip, src, "gfx942", macros)
         return
-    with pytest.raises(compiled.CompilerError, match="needs sm_90 or later"):
+    with pytest.raises(compiled.CompileError, match="needs sm_90 or later"):
         _built_or_skip(compiled.compile_cuda, src, "sm_80", macros)
     _, kernels = compiled.compile_cuda(src, "sm_90", macros)
     assert "topk_cluster_kernel" in kernels          # ptxas -v names every entry it compiled

@@ -13,13 +13,13 @@ compiled it:
 - :func:`cuda_resources`: CUDA C++ through NVRTC (the ``nvidia-cuda-nvrtc-cu12`` wheel, the
   same route as the runtime build in :mod:`occtune.rtc`) or else ``nvcc``; ``ptxas -v`` gives
   registers, static shared memory, stack and spill stores per kernel for ``sm_NN``.
-- :func:`triton_resources`: a Triton kernel cross-compiled by Triton for ``GPUTarget(...)``;
-  AMD numbers from the ``.amdgcn`` text, NVIDIA from ``cuobjdump`` of the cubin.
+- :func:`triton_resources`: a Triton kernel cross-compiled by Triton for the target through
+  :mod:`occtune.tritonxc` (AMD numbers from the ``.amdgcn`` text, NVIDIA from ``cuobjdump``).
 
 Results are cached on disk (:mod:`occtune.diskcache`, namespace ``compiled``) by (source hash,
-macros, target, compiler version). Errors: :class:`NoCompilerError` when nothing here can build
-for the target (callers may fall back to an assumption, and must say so);
-:class:`CompilerError` when a compiler ran and failed (one line: compiler, target, first error).
+macros, target, compiler version). Errors (:mod:`occtune.errors`): :class:`NoCompilerError` when
+nothing here can build for the target (callers may fall back to an assumption, and must say so);
+:class:`CompileError` when a compiler ran and failed (one line: compiler, target, first error).
 ``$OCCTUNE_NO_COMPILERS=1`` hides every compiler, to see what changes without them.
 """
 
@@ -38,19 +38,11 @@ from pathlib import Path
 
 from occtune.diskcache import memo, source_hash
 from occtune.engine.family import Resources
-from occtune.errors import UserError
+from occtune.errors import CompileError, NoCompilerError, UserError  # noqa: F401 - re-exported
 from occtune.rtc import build_options
 
 NO_COMPILERS_ENV = "OCCTUNE_NO_COMPILERS"
 COMPILE_TIMEOUT_S = 600
-
-
-class NoCompilerError(UserError):
-    """No compiler at hand can build for the target."""
-
-
-class CompilerError(UserError):
-    """A compiler ran and failed; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +79,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise CompilerError(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
+        raise CompileError(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
 
 
 def _version_line(argv: list[str]) -> str:
@@ -167,11 +159,11 @@ def _clang_build(compiler: Compiler, source: str, name: str, target: str, macros
     if p.returncode != 0:
         if _UNSUPPORTED_ARCH.search(p.stderr):
             raise _Unsupported(_first_error(p.stderr))
-        raise CompilerError(f"clang {compiler.version} could not compile {name} for {target}: "
+        raise CompileError(f"clang {compiler.version} could not compile {name} for {target}: "
                             f"{_first_error(p.stderr)}")
     kernels = parse_remarks(p.stderr)
     if not kernels:
-        raise CompilerError(f"clang {compiler.version} compiled {name} for {target} but printed no "
+        raise CompileError(f"clang {compiler.version} compiled {name} for {target} but printed no "
                             "kernel-resource-usage remarks")
     return kernels
 
@@ -201,7 +193,7 @@ def hip_resources(source: str, kernel: str, macros: dict, target: str, *, thread
     caller's (the compiler does not see it)."""
     comp, kernels = compile_hip(source, target, macros, name)
     if kernel not in kernels:
-        raise CompilerError(f"clang {comp.version} built {name} for {target} without a kernel {kernel!r} "
+        raise CompileError(f"clang {comp.version} built {name} for {target} without a kernel {kernel!r} "
                             f"(found: {', '.join(kernels)})")
     k = kernels[kernel]
     return Resources(threads=threads, static_lds=k.get("lds", 0), vgprs=k.get("vgprs"), agprs=k.get("agprs"),
@@ -280,7 +272,7 @@ def _nvrtc_build(source: str, name: str, target: str, macros: dict) -> dict:
     lib = _nvrtc()
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None) != 0:
-        raise CompilerError(f"NVRTC could not create a program for {name}")
+        raise CompileError(f"NVRTC could not create a program for {name}")
     opts = [o.encode() for o in [f"--gpu-architecture={target}", "--ptxas-options=-v", *build_options(macros)]]
     try:
         rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
@@ -292,7 +284,7 @@ def _nvrtc_build(source: str, name: str, target: str, macros: dict) -> dict:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
     log = buf.value.decode(errors="replace")
     if rc != 0:
-        raise CompilerError(f"NVRTC could not compile {name} for {target}: {_first_error(log)}")
+        raise CompileError(f"NVRTC could not compile {name} for {target}: {_first_error(log)}")
     return parse_ptxas(log)
 
 
@@ -303,7 +295,7 @@ def _nvcc_build(compiler: Compiler, source: str, name: str, target: str, macros:
         p = _run([*compiler.argv, f"-arch={target}", "-cubin", "-x", "cu", str(src), "-o", str(Path(d) / "out.cubin"),
                   "-Xptxas", "-v", *build_options(macros)])
     if p.returncode != 0:
-        raise CompilerError(f"nvcc {compiler.version} could not compile {name} for {target}: "
+        raise CompileError(f"nvcc {compiler.version} could not compile {name} for {target}: "
                             f"{_first_error(p.stderr)}")
     return parse_ptxas(p.stdout + p.stderr)
 
@@ -331,7 +323,7 @@ def cuda_resources(source: str, kernel: str, macros: dict, target: str, *, threa
     is the caller's."""
     comp, kernels = compile_cuda(source, target, macros, name)
     if kernel not in kernels:
-        raise CompilerError(f"{comp.kind} {comp.version} built {name} for {target} without a kernel "
+        raise CompileError(f"{comp.kind} {comp.version} built {name} for {target} without a kernel "
                             f"{kernel!r} (found: {', '.join(kernels)})")
     k = kernels[kernel]
     return Resources(threads=threads, static_lds=k.get("smem", 0), regs=k.get("regs"),
@@ -339,18 +331,6 @@ def cuda_resources(source: str, kernel: str, macros: dict, target: str, *, threa
 
 
 # ------------------------------------------------------------------------------------ Triton
-
-
-def gpu_target(name: str):
-    """``"sm_90"`` -> GPUTarget("cuda", 90, 32); ``"gfx942"`` -> GPUTarget("hip", "gfx942", 64)."""
-    from triton.backends.compiler import GPUTarget
-
-    m = re.fullmatch(r"sm_(\d+)a?", name)
-    if m:
-        return GPUTarget("cuda", int(m.group(1)), 32)
-    if re.fullmatch(r"gfx[0-9a-f]+", name):
-        return GPUTarget("hip", name, 32 if name.startswith(("gfx10", "gfx11", "gfx12")) else 64)
-    raise UserError(f"unknown target {name!r}; write e.g. sm_80, sm_90, sm_100, gfx942, gfx950")
 
 
 def triton_llvm_major() -> int | None:
@@ -388,112 +368,41 @@ def _triton(backend: str) -> Compiler:
     return Compiler("triton", triton.__version__, (), f"triton {triton.__version__} llvm {llvm}", llvm)
 
 
-def _cuobjdump() -> str | None:
-    try:
-        from triton import knobs
-
-        return knobs.nvidia.cuobjdump.path
-    except (ImportError, AttributeError):
-        import triton
-
-        cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        return str(cand) if cand.exists() else shutil.which("cuobjdump")
-
-
-def _cubin_numbers(cubin: bytes) -> dict:
-    tool = _cuobjdump()
-    if tool is None:
-        raise NoCompilerError("cuobjdump not found (Triton's NVIDIA backend ships one); cannot read registers")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        text = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+)", text)
-    if not m:
-        raise CompilerError(f"cuobjdump printed no resource usage: {_first_error(text)}")
-    return {"regs": int(m.group(1)), "stack": int(m.group(2)), "static_shared": int(m.group(3))}
-
-
-def _amdgcn_numbers(asm: str) -> dict:
-    out = {}
-    for key, pat in (("vgprs", r"\.vgpr_count:\s+(\d+)"), ("sgprs", r"\.sgpr_count:\s+(\d+)"),
-                     ("agprs", r"\.agpr_count:\s+(\d+)"), ("lds", r"\.group_segment_fixed_size:\s+(\d+)"),
-                     ("scratch", r"\.private_segment_fixed_size:\s+(\d+)"),
-                     ("occupancy", r";\s*Occupancy:\s+(\d+)")):
-        m = re.search(pat, asm)
-        if m:
-            out[key] = int(m.group(1))
-    return out
-
-
-def _triton_build(fn, signature: dict, constexprs: dict, attrs: dict, num_warps: int, target) -> dict:
+def _triton_build(fn, signature: dict, constexprs: dict, attrs: dict, target: str, options: dict) -> dict:
     import triton
     from triton.compiler.errors import CompilationError
 
+    from occtune.tritonxc import compile_info
+
     try:
-        k = triton.compile(triton.compiler.ASTSource(fn, signature, constexprs, attrs), target=target,
-                           options={"num_warps": num_warps})
-    except (CompilationError, RuntimeError) as e:   # front end / LLVM back end
-        raise CompilerError(f"triton {triton.__version__} could not compile {fn.__name__} for {target.arch}: "
-                            f"{_first_error(str(e))}") from None
-    out = {"threads": num_warps * target.warp_size, "shared": int(k.metadata.shared)}
-    out.update(_cubin_numbers(k.asm["cubin"]) if target.backend == "cuda" else _amdgcn_numbers(k.asm["amdgcn"]))
-    return out
+        info = compile_info(fn, signature, constexprs, attrs, target, options)
+    except (CompilationError, RuntimeError) as e:   # front end / LLVM back end refuse the config
+        raise CompileError(f"triton {triton.__version__} could not compile {fn.__name__} for {target}: "
+                           f"{_first_error(str(e))}") from None
+    if target.startswith("sm_") and "regs" not in info:
+        raise NoCompilerError("cuobjdump not found (Triton's NVIDIA backend ships one): no register count")
+    return info
 
 
-def triton_resources(fn, signature: dict, constexprs: dict, attrs: dict, *, num_warps: int,
-                     target: str) -> Resources:
-    """Per-block resources of a Triton kernel (a ``JITFunction``: see :func:`uninterpreted`)
-    compiled for ``target`` with the given specialisation (as ``triton.compiler.ASTSource``
-    takes it). AMD: the LDS is the kernel's fixed group segment (all LLVM sees); NVIDIA: Triton
-    launches with ``metadata.shared`` bytes of dynamic shared memory."""
-    gt = gpu_target(target)
+def triton_resources(fn, signature: dict, constexprs: dict, attrs: dict, *, target: str,
+                     options: dict) -> Resources:
+    """Per-block resources of a Triton kernel (a ``JITFunction``: see
+    :func:`occtune.tritonxc.compilable_module`) compiled for ``target`` with the specialisation its
+    launcher would make and launch ``options`` (num_warps, num_stages, ...), through
+    :func:`occtune.tritonxc.compile_info`; cached on disk. Triton launches with ``metadata.shared``
+    bytes of dynamic shared memory/LDS on both vendors; the static part is the cubin's static
+    shared memory or the AMD kernel's fixed group segment (all LLVM's occupancy sees)."""
+    from occtune.tritonxc import gpu_target
+
+    backend = gpu_target(target).backend
     if disabled():
         raise NoCompilerError(f"compilers hidden by ${NO_COMPILERS_ENV}")
-    comp = _triton(gt.backend)
+    comp = _triton(backend)
     key = {"probe": "triton", "fn": fn.cache_key, "signature": signature, "constexprs": constexprs,
-           "attrs": sorted((str(k), str(v)) for k, v in attrs.items()), "num_warps": num_warps,
+           "attrs": sorted((str(k), str(v)) for k, v in attrs.items()), "options": options,
            "target": target, "compiler": comp.ident}
-    i = memo("compiled", key, lambda: _triton_build(fn, signature, constexprs, attrs, num_warps, gt))
-    if gt.backend == "cuda":
-        static, dynamic = i["static_shared"], i["shared"]
-    else:
-        static, dynamic = i.get("lds", 0), 0
-    return Resources(threads=i["threads"], static_lds=static, dynamic_lds=dynamic, regs=i.get("regs"),
-                     vgprs=i.get("vgprs"), agprs=i.get("agprs"), sgprs=i.get("sgprs"),
-                     scratch_bytes=i.get("stack", i.get("scratch")), source=comp.label(target),
-                     compiler_occupancy=i.get("occupancy"))
-
-
-_UNINTERPRETED: dict[str, object] = {}
-
-
-def uninterpreted(module):
-    """``module`` itself, or, under ``TRITON_INTERPRET=1`` (where ``@triton.jit`` makes interpreter
-    objects that cannot be compiled), a second copy of it imported with the interpreter off."""
-    if not any(type(v).__name__ == "InterpretedFunction" for v in vars(module).values()):
-        return module
-    if module.__name__ in _UNINTERPRETED:
-        return _UNINTERPRETED[module.__name__]
-    try:    # Triton >= 3.4 reads TRITON_INTERPRET through knobs, unless a script set the knob
-        from triton import knobs
-
-        overrides = knobs.runtime.__dict__
-    except ImportError:
-        overrides = {}
-    saved_env, saved_knob = os.environ.get("TRITON_INTERPRET"), overrides.pop("interpret", None)
-    os.environ["TRITON_INTERPRET"] = "0"
-    try:
-        package, _, leaf = module.__name__.rpartition(".")
-        spec = importlib.util.spec_from_file_location(f"{package}._compiled_{leaf}", module.__file__)
-        copy = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(copy)
-    finally:
-        if saved_knob is not None:
-            overrides["interpret"] = saved_knob
-        if saved_env is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved_env
-    _UNINTERPRETED[module.__name__] = copy
-    return copy
+    i = memo("compiled", key, lambda: _triton_build(fn, signature, constexprs, attrs, target, options))
+    return Resources(threads=i["threads"], static_lds=i.get("lds", i.get("static_shared", 0)),
+                     dynamic_lds=i["shared"], regs=i.get("regs"), vgprs=i.get("vgprs"), agprs=i.get("agprs"),
+                     sgprs=i.get("sgprs"), scratch_bytes=i.get("scratch"), source=comp.label(target),
+                     compiler_occupancy=i.get("compiler_occupancy"))

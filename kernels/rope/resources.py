@@ -1,6 +1,7 @@
 """Registers and shared memory of a compiled RoPE kernel, for any target, without a GPU.
 
-Triton cross-compiles from the AST for a named target (:func:`occtune.compiled.triton_resources`).
+Triton cross-compiles from the AST for a named target (:func:`occtune.compiled.triton_resources`,
+through :mod:`occtune.tritonxc`).
 We hand it the same specialisation its launcher would make for the workload (16-byte aligned
 pointers, ints divisible by 16 marked so, ints equal to 1 folded to constants), because that
 decides vectorisation and hence the register count.
@@ -8,7 +9,8 @@ decides vectorisation and hence the register count.
 
 from __future__ import annotations
 
-from occtune.compiled import triton_resources, uninterpreted
+from occtune.compiled import triton_resources
+from occtune.tritonxc import compilable_module
 from occtune.engine.family import Resources
 
 from .config import validate_config
@@ -50,5 +52,5 @@ def compiled_resources(config: dict, target_name: str, workload: dict | None = N
 
     cfg = validate_config(config)
     sig, cx, attrs = _signature({**DEFAULT_WORKLOAD, **(workload or {})}, cfg)
-    fn = uninterpreted(kernels).VARIANTS[cfg["variant"]][0]
-    return triton_resources(fn, sig, cx, attrs, num_warps=cfg["num_warps"], target=target_name)
+    fn = compilable_module(kernels, "rope_flat_kernel").VARIANTS[cfg["variant"]][0]
+    return triton_resources(fn, sig, cx, attrs, target=target_name, options={"num_warps": cfg["num_warps"]})

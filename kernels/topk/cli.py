@@ -149,8 +149,18 @@ def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
         with err_console.status(f"compiling topk.cuh for {target.name} ({len(configs)} configs; cached after "
                                 "the first run)") if not quiet else nullcontext():
             with ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
-                list(pool.map(lambda c: fam.resources(c, target), configs))
+                list(pool.map(lambda c: _compiled_or_none(fam, c, target), configs))
     return sweep, analytic_sweep(fam, target, configs)
+
+
+def _compiled_or_none(fam, config, target):
+    """Warm the compile cache; a config the compiler refuses becomes a skipped row of the sweep."""
+    from occtune.errors import CompileError
+
+    try:
+        return fam.resources(config, target)
+    except CompileError:
+        return None
 
 
 def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary) -> dict:

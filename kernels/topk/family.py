@@ -59,15 +59,6 @@ class TopkFamily(Family):
     def macros(self, config):
         return tk.defines(config["lds_budget"], config["threads"], config["bits"])
 
-    def resources(self, config, target):
-        """Until the compiled kernel's resources are read for ``target``: the profile's static-LDS
-        estimate, marked assumed."""
-        from .profile import load_topk_profile
-
-        prof = load_topk_profile()
-        return Resources(threads=config["threads"], static_lds=prof.static_lds, dynamic_lds=config["lds_budget"],
-                         source=f"assumed: {prof.static_lds_source}")
-
     def source_hash(self):
         return hashlib.sha256(tk.read_source().encode()).hexdigest()[:16]
 

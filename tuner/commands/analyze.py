@@ -12,10 +12,9 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from occtune.compiled import CompilerError, NoCompilerError
 from occtune.engine.analytic import occupancy_row
 from occtune.engine.registry import get_family
-from occtune.errors import UserError
+from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
 from occtune.targets import load_target
 from occtune.units import parse_size
@@ -45,7 +44,7 @@ def analyze_one(family, config: dict, target) -> dict:
     """One target's column: resources, occupancy (limits, verdict) and the family's columns."""
     try:
         res = family.resources(config, target)
-    except (NoCompilerError, CompilerError) as e:
+    except (NoCompilerError, CompileError) as e:
         return {"target": target.name, "config": dict(config), "resources_source": None, "error": str(e)}
     if res is None:
         return {"target": target.name, "config": dict(config), "resources_source": None,
