@@ -90,7 +90,8 @@ def test_results_file_is_complete(tmp_path):
 def test_timed_overflows_refute_a_budget(tmp_path):
     """Overflowed rows of a timed sweep (any target) at lengths within the required context make
     that budget not cover, whatever the estimate says."""
-    timed = {"timed": True, "target": "sm_90", "rows": [
+    timed = {"schema": "occtune.results/2", "family": "topk", "timed": True, "target": "sm_90", "winner": None,
+             "provenance": {}, "rows": [
         {"config": {"lds_budget": 48 * K, "threads": 512, "bits": 12}, "workload": {"B": 64, "L": 1 << 20, "K": 2048},
          "diagnostics": {"overflow_rows": 3}},
         {"config": {"lds_budget": 40 * K, "threads": 512, "bits": 12}, "workload": {"B": 64, "L": 1 << 21, "K": 2048},

@@ -71,15 +71,16 @@ def timed_overflows(results_dir, required_context: int) -> dict:
     """{(bits, budget): "N/M rows overflowed at L=... (timed on <target>)"} from the timed top-k
     results under ``results_dir`` (any target: the candidate list holds budget/8 entries on every
     one), counting workloads no longer than the required context."""
-    import yaml
+    from occtune.errors import UserError
+    from occtune.results import load_results
 
     found: dict = {}
     for path in sorted(Path(results_dir).glob("*/topk.yaml")):
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+            doc = load_results(path)
+        except UserError:          # unreadable or not a results file: no evidence, not our error
             continue
-        if not isinstance(doc, dict) or not doc.get("timed"):
+        if not doc.get("timed"):
             continue
         tally: dict = {}      # (bits, budget) -> {L: [overflowed rows, rows]}
         for r in doc.get("rows") or []:
