@@ -1,9 +1,9 @@
 """Registers and shared memory of the compiled FP8 GEMM kernel, for any target, without a GPU.
 
-The kernel is cross-compiled by Triton (occtune.compiled.triton_resources, occtune.tritonxc) with the specialisation its launcher
-makes for a workload: fp8 pointers typed per target (fp8e4nv on NVIDIA and gfx950, fp8e4b8 on
-gfx942), integers equal to 1 folded to constants (the unit strides, M = 1), integers divisible by
-16 marked so. Launch options: num_warps, num_stages and the AMD-only ones present in the config.
+The kernel is cross-compiled by Triton (occtune.compiled.triton_resources over occtune.tritonxc)
+with the specialisation its launcher makes for a workload: fp8 pointers typed per target (fp8e4nv
+on NVIDIA and gfx950, fp8e4b8 on gfx942), integers equal to 1 folded to constants (the unit
+strides, M = 1), integers divisible by 16 marked so. Launch options: num_warps, num_stages and the AMD-only ones present in the config.
 """
 
 from __future__ import annotations

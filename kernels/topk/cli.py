@@ -199,7 +199,8 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "synthetic_candidates": None if measured else {f: c[sweep.bits] for f, c in sweep.synthetic.items()},
             "synthetic_quantile": None if measured else sweep.synthetic_quantile,
             "uniform_entries": _uniform_need(sweep),
-            "timed_overflow": {f"{b}": ev for (bits, b), ev in (sweep.timed_overflow or {}).items() if bits == sweep.bits},
+            "timed_overflow": {f"{b}": ev for (bits, b), ev in (sweep.timed_overflow or {}).items()
+                               if bits == sweep.bits},
             "scores_file": scores,
             "measured_max_candidates": sweep.max_candidates,
             "tie_stats": tie_summary,
