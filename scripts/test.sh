@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install what the tests need (CPU build of torch, the project, clang-19 for the HIP compile
-# checks) and run the test suite. Safe to run again: installed pieces are skipped.
+# Install what the tests need (CPU build of torch, the project with its test extras and the amd
+# extra: clang 22 from the ziglang wheel for the gfx950/gfx1250 compile probes; clang-19 for the
+# gfx942 HIP checks) and run the test suite. Safe to run again: installed pieces are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v clang-19 >/dev/null 2>&1; then
@@ -10,6 +11,6 @@ if ! command -v clang-19 >/dev/null 2>&1; then
         echo "note: clang-19 missing and not installable here; the HIP compile checks will be skipped" >&2
     fi
 fi
-python3 -m pip install -q torch==2.13.0 -e ".[test]"
+python3 -m pip install -q torch==2.13.0 -e ".[test,amd]"
 export TRITON_INTERPRET=1
 exec python3 -m pytest -q -p no:cacheprovider tests "$@"

@@ -118,11 +118,11 @@ def test_rope_without_gpu_or_target_says_what_to_do():
 
 def _hip_compiles() -> bool:
     try:
-        from occtune.kernels.rope.resources import compiled_info
+        from occtune.kernels.rope.resources import compiled_resources
 
-        compiled_info({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "gfx942")
+        compiled_resources({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "gfx942")
         return True
-    except Exception:  # noqa: BLE001 - no AMD backend in this Triton: skip
+    except UserError:  # NoCompilerError or CompileError: no AMD backend in this Triton: skip
         return False
 
 
@@ -135,7 +135,7 @@ def test_rope_analytic_gfx942_json_from_cross_compiled_resources():
     rows = {(r["BLOCK_M"], r["num_warps"]): r for r in doc["rows"]}
     assert set(rows) == {(8, 1), (8, 4), (128, 1), (128, 4)}
     for (bm, nw), r in rows.items():
-        assert r["resources_source"] == "compiler"
+        assert r["resources_source"].startswith("compiled: triton ")
         assert r["threads"] == 64 * nw and r["vgprs"] > 0 and r["sgprs"] > 0
     # 128 rows of 64 columns in one wave need far more registers than 8 rows
     assert rows[(128, 1)]["vgprs"] > 2 * rows[(8, 1)]["vgprs"]

@@ -1,5 +1,6 @@
 """`tune topk` on a CPU machine: the analytic sweep must reproduce the sglang hand analysis."""
 
+import pytest
 import yaml
 
 from clihelp import assert_user_error, tune, tune_json
@@ -12,58 +13,117 @@ def _by_budget(doc):
     return {c["lds_budget_bytes"]: c for c in doc["configs"]}
 
 
-def test_gfx950_hand_analysis(tmp_path):
-    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path)
-    rows = _by_budget(doc)
+NO_COMPILERS = {"OCCTUNE_NO_COMPILERS": "1"}     # the assumed path, whatever is installed here
+
+
+def _clang_for(target):
+    """The clang that would build for ``target`` here, or None (the test is then skipped)."""
+    from occtune.compiled import NoCompilerError, compile_hip
+
+    try:
+        return compile_hip("__attribute__((global)) void k() {}", target, {})[0]
+    except NoCompilerError:
+        return None
+
+
+def test_gfx950_without_a_compiler_assumes_loudly_and_the_data_refutes_40k(tmp_path):
+    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path, env=NO_COMPILERS)
+    rows, a = _by_budget(doc), doc["assumptions"]
     assert set(rows) == {32 * K, 40 * K, 48 * K, 128 * K}
+    assert a["resources_assumed"] and a["resources_source"].startswith("assumed: ")
+    assert a["static_lds_bytes"] == 7 * K                      # the profile's estimate
     assert rows[128 * K]["blocks_per_cu"] == 1 and rows[128 * K]["limiter"] == "lds"
     r40 = rows[40 * K]
-    assert (r40["blocks_per_cu"], r40["tie_capacity_entries"], r40["max_context_tokens"]) == (3, 5120, 1310720)
-    assert r40["covers_context"] and not rows[32 * K]["covers_context"]
-    assert doc["winner"]["config"]["lds_budget"] == 40 * K
-    assert doc["timed"] is False and doc["assumptions"]["capacity_bound"] == "uniform"
-    assert "uniform-bin estimate" in doc["assumptions"]["capacity_bound_label"]
+    assert (r40["blocks_per_cu"], r40["tie_capacity_entries"]) == (3, 5120)
+    # the uniform estimate alone says 40 KiB covers 1M tokens; synthetic rows say otherwise
+    assert a["uniform_entries"] <= 5120 < a["required_entries"]
+    assert a["capacity_bound"] == "worst" and "synthetic rows" in a["capacity_bound_label"]
+    assert set(a["synthetic_candidates"]) == {"normal", "narrow"} and a["synthetic_quantile"]
+    assert not any(r["covers_context"] for r in rows.values()) and doc["winner"] is None
+    assert a["other_width"]["bits"] == 12 and a["other_width"]["required_entries"] < 4096
+    r = tune("topk", "--target", "gfx950", "--no-write", env=NO_COMPILERS)
+    assert r.returncode == 0 and "warning: resources assumed" in r.stdout and "try --bits 12" in r.stdout
 
 
-def test_gfx942_hand_analysis(tmp_path):
-    doc = tune_json("topk", "--target", "gfx942", "--out", tmp_path)
+def test_gfx950_compiled_static_lds_moves_48k_to_3_blocks(tmp_path):
+    clang = _clang_for("gfx950")
+    if clang is None:
+        pytest.skip("no clang for gfx950 here (pip install 'occtune[amd]')")
+    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path)
+    rows, a = _by_budget(doc), doc["assumptions"]
+    assert a["resources_source"] == f"compiled: clang {clang.version} gfx950" and not a["resources_assumed"]
+    assert 0 < a["static_lds_bytes"] < 7 * K                    # the compiler's figure, not the estimate
+    assert rows[48 * K]["blocks_per_cu"] == 3                    # 2 with the 7 KiB estimate
+    for r in rows.values():
+        assert r["vgprs"] > 0 and r["sgprs"] > 0 and r["llvm_model_waves"] == r["compiler_occupancy"]
+    assumed = _by_budget(tune_json("topk", "--target", "gfx950", "--no-write", env=NO_COMPILERS))
+    assert assumed[48 * K]["blocks_per_cu"] == 2
+    # with the 12-bit key the same bound is met: a winner, the most blocks per CU
+    doc12 = tune_json("topk", "--target", "gfx950", "--bits", "12", "--no-write")
+    win = doc12["winner"]
+    assert win is not None and win["blocks_per_cu"] == max(r["blocks_per_cu"] for r in doc12["configs"]
+                                                            if r["covers_context"])
+    r = tune("topk", "--target", "gfx950", "--no-write")
+    assert f"resources: compiled: clang {clang.version} gfx950" in r.stdout.replace("\n", " ")
+
+
+def test_gfx942_nothing_fits_at_128k(tmp_path):
+    doc = tune_json("topk", "--target", "gfx942", "--out", tmp_path, env=NO_COMPILERS)
     rows = _by_budget(doc)
     assert not rows[128 * K]["fits"]
     assert rows[48 * K]["fits"] and rows[48 * K]["blocks_per_cu"] == 1
-    # 40 and 48 KiB tie at 1 block/CU: the tie goes to more headroom.
-    assert doc["winner"]["config"]["lds_budget"] == 48 * K
 
 
 def test_results_file_is_complete(tmp_path):
-    r = tune("topk", "--target", "gfx950", "--out", tmp_path)
+    r = tune("topk", "--target", "gfx950", "--bits", "12", "--out", tmp_path, env=NO_COMPILERS)
     assert r.returncode == 0, r.stderr
-    assert "40 KiB *" in r.stdout and "uniform-bin estimate" in r.stdout
+    assert "32 KiB *" in r.stdout and "synthetic rows" in r.stdout
     doc = yaml.safe_load((tmp_path / "gfx950" / "topk.yaml").read_text())
     assert doc["timed"] is False and doc["family"] == "topk" and doc["target"] == "gfx950"
-    assert len(doc["rows"]) == 4 and doc["winner"]["config"] == {"lds_budget": 40960, "threads": 512, "bits": 8}
+    assert len(doc["rows"]) == 4 and doc["winner"]["config"] == {"lds_budget": 32768, "threads": 512, "bits": 12}
     prov = doc["provenance"]
     assert prov["occtune"] and prov["date"] and "analytic" in prov["device"]
     assert doc["assumptions"]["static_lds_bytes"] == 7 * K
+    assert all(r["resources_source"].startswith("assumed: ") for r in doc["rows"])
+
+
+def test_timed_overflows_refute_a_budget(tmp_path):
+    """Overflowed rows of a timed sweep (any target) at lengths within the required context make
+    that budget not cover, whatever the estimate says."""
+    timed = {"schema": "occtune.results/2", "family": "topk", "timed": True, "target": "sm_90", "winner": None,
+             "provenance": {}, "rows": [
+        {"config": {"lds_budget": 48 * K, "threads": 512, "bits": 12}, "workload": {"B": 64, "L": 1 << 20, "K": 2048},
+         "diagnostics": {"overflow_rows": 3}},
+        {"config": {"lds_budget": 40 * K, "threads": 512, "bits": 12}, "workload": {"B": 64, "L": 1 << 21, "K": 2048},
+         "diagnostics": {"overflow_rows": 9}}]}
+    (tmp_path / "sm_90").mkdir()
+    (tmp_path / "sm_90" / "topk.yaml").write_text(yaml.safe_dump(timed))
+    doc = tune_json("topk", "--target", "gfx950", "--bits", "12", "--no-write", "--out", tmp_path, env=NO_COMPILERS)
+    rows = _by_budget(doc)
+    assert not rows[48 * K]["covers_context"] and rows[48 * K]["capacity_bound"] == "timed"
+    assert "3/64 rows at L=1,048,576" in rows[48 * K]["timed_overflow"]
+    assert rows[40 * K]["covers_context"]              # overflowed only beyond the required context
 
 
 def test_options_override_the_profile(tmp_path):
     doc = tune_json("topk", "--target", "gfx950", "--budgets", "24K,64KiB", "--threads", "1024",
-                    "--bits", "12", "--out", tmp_path)
+                    "--bits", "12", "--out", tmp_path, env=NO_COMPILERS)
     rows = _by_budget(doc)
     assert set(rows) == {24 * K, 64 * K}
-    assert rows[24 * K]["max_context_tokens"] == 3072 * 4096   # 12-bit key: 4096 bins
-    assert doc["assumptions"]["threads"] == 1024
+    assert rows[24 * K]["tie_capacity_entries"] == 3072
+    assert doc["assumptions"]["uniform_entries"] == (1 << 20) * 5 // 4 // 4096   # 12-bit key: 4096 bins
+    assert doc["assumptions"]["threads"] == 1024 and all(r["threads"] == 1024 for r in doc["configs"])
 
 
 def test_threads_list_is_for_the_timed_sweep(tmp_path):
     from occtune.kernels.topk.family import TopkFamily
     from occtune.engine.sweep import default_configs
 
-    r = tune("topk", "--target", "gfx950", "--threads", "512,1024", "--out", tmp_path)
+    r = tune("topk", "--target", "gfx950", "--threads", "512,1024", "--out", tmp_path, env=NO_COMPILERS)
     assert_user_error(r, "one value")
     assert not (tmp_path / "gfx950").exists()
-    assert_user_error(tune("topk", "--target", "gfx950", "--threads", "512,x", "--out", tmp_path), "'x'")
-    doc = tune_json("topk", "--target", "gfx950", "--threads", "256,256", "--out", tmp_path)
+    assert_user_error(tune("topk", "--target", "gfx950", "--threads", "512,x", "--out", tmp_path, env=NO_COMPILERS), "'x'")
+    doc = tune_json("topk", "--target", "gfx950", "--threads", "256,256", "--out", tmp_path, env=NO_COMPILERS)
     assert doc["assumptions"]["threads"] == 256                 # a repeated value is one value
     # the timed sweep's configs (the family built from the list): every budget at every block size
     fam = TopkFamily(budgets=(32768, 49152), threads=(512, 1024), bits=(12,))
@@ -73,22 +133,22 @@ def test_threads_list_is_for_the_timed_sweep(tmp_path):
 
 
 def test_budget_over_the_workgroup_maximum_is_a_row_not_a_crash(tmp_path):
-    doc = tune_json("topk", "--target", "gfx950", "--budgets", "40K,200K", "--out", tmp_path)
+    doc = tune_json("topk", "--target", "gfx950", "--budgets", "40K,200K", "--out", tmp_path, env=NO_COMPILERS)
     big = _by_budget(doc)[200 * K]
     assert big["fits"] is False and "LDS" in big["reason"]
 
 
 def test_no_winner_when_nothing_covers(tmp_path):
-    doc = tune_json("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path)
+    doc = tune_json("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path, env=NO_COMPILERS)
     assert doc["winner"] is None
 
 
 def test_bad_input(tmp_path):
-    assert_user_error(tune("topk", "--target", "gfx9500", "--out", tmp_path), "gfx950")
-    assert_user_error(tune("topk", "--target", "gfx950", "--budgets", "40Q", "--out", tmp_path), "40Q")
+    assert_user_error(tune("topk", "--target", "gfx9500", "--out", tmp_path, env=NO_COMPILERS), "gfx950")
+    assert_user_error(tune("topk", "--target", "gfx950", "--budgets", "40Q", "--out", tmp_path, env=NO_COMPILERS), "40Q")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    r = tune("topk", "--target", "gfx950", "--out", blocker / "sub")
+    r = tune("topk", "--target", "gfx950", "--out", blocker / "sub", env=NO_COMPILERS)
     assert_user_error(r, "cannot write")
     assert not (blocker / "sub").exists()
 
@@ -96,7 +156,7 @@ def test_bad_input(tmp_path):
 def test_malformed_profile_names_file_and_key(tmp_path):
     prof = tmp_path / "topk.yaml"
     prof.write_text("family: topk\nk: 2048\n")
-    assert_user_error(tune("topk", "--target", "gfx950", "--profile", prof), str(prof), "description")
+    assert_user_error(tune("topk", "--target", "gfx950", "--profile", prof, env=NO_COMPILERS), str(prof), "description")
 
 
 def test_capacity_functions():
@@ -116,7 +176,7 @@ def test_measured_bound_from_scores(tmp_path):
     scores = np.ones((3, 8192), dtype=np.float32)
     path = tmp_path / "scores.npy"
     np.save(path, scores)
-    doc = tune_json("topk", "--target", "gfx950", "--scores", path, "--out", tmp_path)
+    doc = tune_json("topk", "--target", "gfx950", "--scores", path, "--out", tmp_path, env=NO_COMPILERS)
     rows = _by_budget(doc)
     assert doc["assumptions"]["capacity_bound"] == "measured"
     assert doc["assumptions"]["measured_max_candidates"] == 8192
@@ -124,7 +184,7 @@ def test_measured_bound_from_scores(tmp_path):
     assert [b for b, r in rows.items() if r["covers_context"]] == [128 * K]
     assert rows[40 * K]["rows_overflowing"] == 3 and rows[128 * K]["rows_overflowing"] == 0
     assert doc["winner"]["config"]["lds_budget"] == 128 * K
-    assert_user_error(tune("topk", "--target", "gfx950", "--scores", tmp_path / "nope.npy"), "nope.npy")
+    assert_user_error(tune("topk", "--target", "gfx950", "--scores", tmp_path / "nope.npy", env=NO_COMPILERS), "nope.npy")
 
 
 def test_family_random_inputs_are_seeded_torch_draws_that_the_check_accepts():

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from occtune.compiled import parse_remarks  # noqa: E402
 from occtune.fsutil import atomic_write_yaml  # noqa: E402
 
 CLANG = os.environ.get("CLANG", "clang-19")
@@ -71,23 +72,6 @@ def parse_amdgcn(asm: str) -> dict:
 def parse_flat_wg_range(llir: str) -> tuple[int, int] | None:
     m = re.search(r'"amdgpu-flat-work-group-size"="(\d+),(\d+)"', llir)
     return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def parse_remarks(stderr: str) -> dict[str, dict]:
-    """clang's kernel-resource-usage remarks, per function."""
-    kernels: dict[str, dict] = {}
-    cur = None
-    keys = {"SGPRs": "sgprs", "VGPRs": "vgprs", "AGPRs": "agprs", "Occupancy [waves/SIMD]": "occupancy",
-            "LDS Size [bytes/block]": "lds", "ScratchSize [bytes/lane]": "scratch"}
-    for line in stderr.splitlines():
-        m = re.search(r"remark: Function Name: (\S+)", line)
-        if m:
-            cur = kernels.setdefault(m.group(1), {})
-            continue
-        m = re.search(r"remark:\s+([^:]+(?:\[[^\]]*\])?): (\d+) \[-Rpass-analysis", line)
-        if m and cur is not None and m.group(1).strip() in keys:
-            cur[keys[m.group(1).strip()]] = int(m.group(2))
-    return kernels
 
 
 # ----------------------------------------------------------------------------- provenance

@@ -10,6 +10,12 @@ class UserError(Exception):
     exit_code = 2
 
 
-class CompileError(Exception):
-    """A config that the compiler for a target refuses (out of resources, unsupported op): the
-    config's row says so with this one-line message; anything else is a bug and propagates."""
+class CompileError(UserError):
+    """A config that the compiler for a target refuses (out of resources, unsupported op, a build
+    error): the config's row says so with this one-line message where a sweep expects it; elsewhere
+    it reaches the user as any UserError. Anything else is a bug and propagates."""
+
+
+class NoCompilerError(UserError):
+    """No compiler at hand builds for the target: a family may fall back to a stated assumption
+    (and must say so), or the user is told what to install."""

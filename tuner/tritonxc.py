@@ -12,7 +12,8 @@ Kernels defined while ``TRITON_INTERPRET=1`` is set are interpreter objects that
 compiled; :func:`compilable_module` imports a second copy of their module with the interpreter
 switched off, so tests under the interpreter can still cross-compile.
 
-(kernels/rope/resources.py predates this module and keeps its own copy of these helpers.)
+:func:`occtune.compiled.triton_resources` turns :func:`compile_info` into a cached ``Resources``
+with the compiler named (``compiled: triton 3.9.0 (LLVM 24) gfx950``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def cuobjdump() -> str | None:
         from triton import knobs
 
         return knobs.nvidia.cuobjdump.path
-    except Exception:
+    except (ImportError, AttributeError):     # Triton before knobs (3.4)
         pass
     import triton
 
@@ -53,7 +54,7 @@ def cuobjdump() -> str | None:
 
 
 def nvidia_numbers(cubin: bytes) -> dict:
-    """{"regs", "static_shared"} of a cubin, or {} without cuobjdump."""
+    """{"regs", "static_shared", "scratch" (stack bytes per thread)} of a cubin, or {} without cuobjdump."""
     tool = cuobjdump()
     if tool is None:
         return {}
@@ -61,8 +62,8 @@ def nvidia_numbers(cubin: bytes) -> dict:
         f.write(cubin)
         f.flush()
         text = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+).*?SHARED:(\d+)", text)
-    return {"regs": int(m.group(1)), "static_shared": int(m.group(2))} if m else {}
+    m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+)", text)
+    return {"regs": int(m.group(1)), "scratch": int(m.group(2)), "static_shared": int(m.group(3))} if m else {}
 
 
 def amd_numbers(asm: str) -> dict:
@@ -71,6 +72,7 @@ def amd_numbers(asm: str) -> dict:
     for key, pat in (("vgprs", r"\.vgpr_count:\s+(\d+)"), ("sgprs", r"\.sgpr_count:\s+(\d+)"),
                      ("agprs", r"\.agpr_count:\s+(\d+)"), ("lds", r"\.group_segment_fixed_size:\s+(\d+)"),
                      ("vgpr_spills", r"\.vgpr_spill_count:\s+(\d+)"),
+                     ("scratch", r"\.private_segment_fixed_size:\s+(\d+)"),
                      ("compiler_occupancy", r";\s*Occupancy:\s+(\d+)")):
         m = re.search(pat, asm)
         if m:

@@ -1,14 +1,12 @@
 """Registers and shared memory of the compiled FP8 GEMM kernel, for any target, without a GPU.
 
-The kernel is cross-compiled by Triton (occtune.tritonxc) with the specialisation its launcher
-makes for a workload: fp8 pointers typed per target (fp8e4nv on NVIDIA and gfx950, fp8e4b8 on
-gfx942), integers equal to 1 folded to constants (the unit strides, M = 1), integers divisible by
-16 marked so. Launch options: num_warps, num_stages and the AMD-only ones present in the config.
+The kernel is cross-compiled by Triton (occtune.compiled.triton_resources over occtune.tritonxc)
+with the specialisation its launcher makes for a workload: fp8 pointers typed per target (fp8e4nv
+on NVIDIA and gfx950, fp8e4b8 on gfx942), integers equal to 1 folded to constants (the unit
+strides, M = 1), integers divisible by 16 marked so. Launch options: num_warps, num_stages and the AMD-only ones present in the config.
 """
 
 from __future__ import annotations
-
-import functools
 
 from occtune.engine.family import Resources
 
@@ -45,35 +43,16 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
     return sig, cx, attrs
 
 
-@functools.lru_cache(maxsize=512)
-def _compile(target: str, M: int, N: int, K: int, cfg_items: tuple) -> dict:
-    from occtune.tritonxc import compilable_module, compile_info
+def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
+    """``config`` compiled for ``target`` at ``workload`` (occtune.compiled.triton_resources: cached
+    on disk, the compiler named in ``source``)."""
+    from occtune.compiled import triton_resources
+    from occtune.tritonxc import compilable_module
 
     from . import kernel
 
-    config = dict(cfg_items)
-    sig, cx, attrs = signature(target, M, N, K, config)
+    sig, cx, attrs = signature(target, int(workload["M"]), int(workload["N"]), int(workload["K"]), config)
     fn = compilable_module(kernel, "fp8_gemm_kernel").fp8_gemm_kernel
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
-    return compile_info(fn, sig, cx, attrs, target, opts)
-
-
-def compiled_info(config: dict, target: str, workload: dict) -> dict:
-    """Everything the compiler reports for ``config`` compiled for ``target`` at ``workload``."""
-    items = tuple(sorted((k, v) for k, v in config.items() if k != "backend"))
-    return dict(_compile(target, int(workload["M"]), int(workload["N"]), int(workload["K"]), items))
-
-
-def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
-    i = compiled_info(config, target, workload)
-    # Triton launches with metadata.shared bytes of dynamic shared memory / LDS on both vendors
-    # (the AMD kernels here report .group_segment_fixed_size 0); the static part is the
-    # cubin's static shared memory, or the AMD kernel's fixed group segment.
-    static, dynamic = i.get("lds", i.get("static_shared", 0)), i["shared"]
-    import triton
-
-    return Resources(threads=i["threads"], static_lds=static, dynamic_lds=dynamic, regs=i.get("regs"),
-                     vgprs=i.get("vgprs"), agprs=i.get("agprs"), sgprs=i.get("sgprs"),
-                     source=f"compiled: triton {triton.__version__} {target}",
-                     compiler_occupancy=i.get("compiler_occupancy"))
+    return triton_resources(fn, sig, cx, attrs, target=target, options=opts)

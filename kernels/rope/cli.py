@@ -155,6 +155,11 @@ def _print_analytic(target, rows, skipped, wl, label, console) -> None:
                   str(r["blocks_per_cu"]) if r["fits"] else "no fit", str(slots if r["fits"] else "-"),
                   f"{r['occupancy']:.0%}", r["limiter"] if r["fits"] else "no fit")
     console.print(t)
+    sources = sorted({r["resources_source"] for r in rows})
+    console.print(f"resources: {', '.join(sources)}")
+    for r in rows:
+        if r.get("occupancy_note"):
+            console.print(f"{r['variant']} BLOCK_M={r['BLOCK_M']} num_warps={r['num_warps']}: {r['occupancy_note']}")
     for r in rows:
         if not r["fits"]:
             console.print(f"no fit: {r['variant']} BLOCK_M={r['BLOCK_M']} num_warps={r['num_warps']}: {r['reason']}")

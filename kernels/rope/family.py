@@ -102,14 +102,9 @@ class RopeFamily(Family):
 
     def resources(self, config: dict, target) -> Resources | None:
         """Cross-compiled by Triton for ``target`` at the largest T (the launcher's specialisation)."""
-        from dataclasses import replace
+        from .resources import compiled_resources
 
-        from .resources import compiled_info, compiled_resources
-
-        wl = max(self._workloads, key=lambda w: w["T"])
-        c = validate_config(config)
-        res = compiled_resources(c, target.name, wl)
-        return replace(res, compiler_occupancy=compiled_info(c, target.name, wl).get("compiler_occupancy"))
+        return compiled_resources(validate_config(config), target.name, max(self._workloads, key=lambda w: w["T"]))
 
     # --- run and check -----------------------------------------------------------------------
     def make_inputs(self, workload: dict, seed: int, device: Any) -> RopeInputs:

@@ -1,16 +1,20 @@
-"""The analytic top-k sweep: occupancy and tie capacity per LDS budget, and the analytic winner.
+"""The analytic top-k sweep's own parts: tie capacity per LDS budget, and the analytic winner.
 
-No GPU: every figure here is computed from the target profile and the kernel profile, and the
-results are marked ``timed: false``.
+No GPU: resources come from the compiled kernel (:meth:`TopkFamily.resources`), occupancy from
+the target profile (:mod:`occtune.engine.analytic` runs the sweep), and the capacity bound from
+data: the worst of the uniform estimate and synthetic rows at the required context by default,
+the user's score rows with ``--scores``, and overflowed rows of earlier timed sweeps in either
+case. Results are marked ``timed: false``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from occtune.kernels.topk.capacity import Capacity, measured_capacity, uniform_capacity
-from occtune.occupancy import KernelResources, occupancy
-from occtune.targets import Target
+from occtune.kernels.topk.capacity import (Capacity, measured_capacity, uniform_capacity,
+                                           worst_capacity)
 
 
 @dataclass(frozen=True)
@@ -22,44 +26,75 @@ class TopkSweep:
     bits: int
     required_context: int
     headroom: float
-    max_candidates: int | None = None     # set: the measured bound is used instead of the uniform one
+    max_candidates: int | None = None     # set: the measured bound (--scores) replaces the default
+    synthetic: dict | None = None         # {family: {bits: candidates at the required context}}
+    synthetic_quantile: str = ""          # how each family's figure was taken ("max of 8 rows")
+    timed_overflow: dict | None = None    # {(bits, budget): evidence} from timed results
 
 
-def capacity_for(sweep: TopkSweep, budget: int) -> Capacity:
+def with_default_bound(sweep: TopkSweep, k: int) -> TopkSweep:
+    """The sweep with its synthetic families measured at the required context (disk-cached)."""
+    from occtune.kernels.topk.synthetic import BOUND_QUANTILE_LABEL, bound_candidates
+
+    return replace(sweep, synthetic=bound_candidates(sweep.required_context, k),
+                   synthetic_quantile=BOUND_QUANTILE_LABEL)
+
+
+def capacity_for(sweep: TopkSweep, budget: int, bits: int | None = None) -> Capacity:
+    bits = sweep.bits if bits is None else bits
     if sweep.max_candidates is not None:
-        return measured_capacity(budget, bytes_per_entry=sweep.bytes_per_entry,
-                                 max_candidates=sweep.max_candidates, headroom=sweep.headroom)
-    return uniform_capacity(budget, bytes_per_entry=sweep.bytes_per_entry, bits=sweep.bits,
-                            required_context=sweep.required_context, headroom=sweep.headroom)
+        cap = measured_capacity(budget, bytes_per_entry=sweep.bytes_per_entry,
+                                max_candidates=sweep.max_candidates, headroom=sweep.headroom)
+    elif sweep.synthetic:
+        cap = worst_capacity(budget, bytes_per_entry=sweep.bytes_per_entry, bits=bits,
+                             required_context=sweep.required_context, headroom=sweep.headroom,
+                             synthetic={f: c[bits] for f, c in sweep.synthetic.items()},
+                             quantile=sweep.synthetic_quantile)
+    else:
+        cap = uniform_capacity(budget, bytes_per_entry=sweep.bytes_per_entry, bits=bits,
+                               required_context=sweep.required_context, headroom=sweep.headroom)
+    evidence = (sweep.timed_overflow or {}).get((bits, budget))
+    if evidence and cap.covers_context:
+        cap = replace(cap, bound="timed", covers_context=False, label=f"{cap.label}; refuted: {evidence}")
+    return cap
 
 
-def topk_rows(target: Target, sweep: TopkSweep) -> list[dict]:
-    rows = []
-    for budget in sweep.budgets:
-        occ = occupancy(target, KernelResources(threads=sweep.threads, static_lds=sweep.static_lds,
-                                                dynamic_lds=budget))
-        cap = capacity_for(sweep, budget)
-        rows.append({
-            "config": {"lds_budget": budget, "threads": sweep.threads, "bits": sweep.bits},
-            "threads": sweep.threads,
-            "static_lds_bytes": sweep.static_lds,
-            "lds_budget_bytes": budget,
-            "lds_per_block_bytes": occ.lds_per_block,
-            "fits": occ.fits,
-            "reason": occ.reason,
-            "blocks_per_cu": occ.blocks_per_cu,
-            "waves_per_simd": occ.waves_per_simd,
-            "warps_per_sm": occ.warps_per_sm,
-            "occupancy": round(occ.occupancy, 4),
-            "limiter": occ.limiter,
-            "limits": occ.limits,
-            "tie_capacity_entries": cap.entries,
-            "max_context_tokens": cap.max_context_tokens,
-            "required_entries": cap.required_entries,
-            "covers_context": cap.covers_context,
-            "capacity_bound": cap.bound,
-        })
-    return rows
+def capacity_columns(sweep: TopkSweep, budget: int, bits: int) -> dict:
+    cap = capacity_for(sweep, budget, bits)
+    return {"lds_budget_bytes": budget, "tie_capacity_entries": cap.entries,
+            "max_context_tokens": cap.max_context_tokens, "required_entries": cap.required_entries,
+            "covers_context": cap.covers_context, "capacity_bound": cap.bound,
+            "timed_overflow": (sweep.timed_overflow or {}).get((bits, budget))}
+
+
+def timed_overflows(results_dir, required_context: int) -> dict:
+    """{(bits, budget): "N/M rows overflowed at L=... (timed on <target>)"} from the timed top-k
+    results under ``results_dir`` (any target: the candidate list holds budget/8 entries on every
+    one), counting workloads no longer than the required context."""
+    from occtune.errors import UserError
+    from occtune.results import load_results
+
+    found: dict = {}
+    for path in sorted(Path(results_dir).glob("*/topk.yaml")):
+        try:
+            doc = load_results(path)
+        except UserError:          # unreadable or not a results file: no evidence, not our error
+            continue
+        if not doc.get("timed"):
+            continue
+        tally: dict = {}      # (bits, budget) -> {L: [overflowed rows, rows]}
+        for r in doc.get("rows") or []:
+            cfg, wl = r.get("config") or {}, r.get("workload") or {}
+            if wl.get("L", 0) > required_context or "lds_budget" not in cfg:
+                continue
+            t = tally.setdefault((int(cfg.get("bits", 8)), int(cfg["lds_budget"])), {}).setdefault(int(wl["L"]), [0, 0])
+            t[0] += int(((r.get("diagnostics") or {}).get("overflow_rows")) or 0)
+            t[1] += int(wl.get("B", 0))
+        for key, per_len in tally.items():
+            hits = [f"{o}/{n} rows at L={length:,}" for length, (o, n) in sorted(per_len.items()) if o]
+            if hits:
+                found.setdefault(key, f"{', '.join(hits)} overflowed (timed on {doc.get('target', path.parent.name)})")
+    return found
 
 
 def select_analytic(rows: list[dict]) -> tuple[dict | None, str]:
@@ -77,6 +112,18 @@ def select_analytic(rows: list[dict]) -> tuple[dict | None, str]:
         parts.append("tied on occupancy with " + ", ".join(f"{r['lds_budget_bytes'] // 1024} KiB" for r in tied)
                      + "; the larger budget wins (more candidate headroom)")
     for r in skipped:
-        cause = r["reason"] if not r["fits"] else "does not cover the required context"
+        cause = r["reason"] if not r["fits"] else (
+            f"does not cover the required context ({r['tie_capacity_entries']:,} entries, needs "
+            f"{r['required_entries']:,}: {r['capacity_bound']})")
         parts.append(f"{r['lds_budget_bytes'] // 1024} KiB excluded: {cause}")
     return best, "; ".join(parts)
+
+
+def entries_needed(sweep: TopkSweep, bits: int) -> int:
+    """Entries the default bound asks for at ``bits`` (the budget does not matter)."""
+    return capacity_for(replace(sweep, timed_overflow=None), sweep.bytes_per_entry, bits).required_entries
+
+
+def budget_bytes_for(entries: int, bytes_per_entry: int) -> int:
+    """The smallest budget holding ``entries``, rounded up to 1 KiB."""
+    return math.ceil(entries * bytes_per_entry / 1024) * 1024

@@ -1,8 +1,11 @@
 """`tune topk`: sweep the radix top-k kernel's dynamic LDS budget on a target.
 
-Without a GPU of that target (or with --analytic) this is the analytic sweep: occupancy from the
-target profile, tie capacity from the budget (the uniform-bin estimate, or the measured bound with
---scores). On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
+Without a GPU of that target (or with --analytic) this is the analytic sweep
+(occtune.engine.analytic through the family): registers and static LDS of the main kernel compiled
+for the target (assumed from the profile, loudly, only where no compiler builds for it), occupancy
+from the target profile, tie capacity against the worst of the uniform estimate and synthetic rows
+at the required context (or the measured bound with --scores), refuted by any overflowed rows of
+timed sweeps under --out. On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
 through the engine, with static LDS and registers read from the built kernel, the occupancy model
 cross-checked against the driver's occupancy query, overflowed rows per config, the engine's
 selection, and ``topk.yaml`` plus ``topk.h`` written.
@@ -10,11 +13,13 @@ selection, and ``topk.yaml`` plus ``topk.h`` written.
 
 from __future__ import annotations
 
+import math
+
 import click
 from rich.table import Table
 
 from occtune import provenance
-from occtune.kernels.topk.analysis import TopkSweep, select_analytic, topk_rows
+from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
@@ -61,7 +66,8 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--budgets", help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
 @click.option("--threads", help="Threads per block (default: profile, 512); the timed sweep takes a list, "
                                 "e.g. 512,1024.")
-@click.option("--static-lds", help="Static LDS per block (default: profile, ~7 KiB until measured).")
+@click.option("--static-lds", help="Static LDS per block (default: the compiled kernel's; the profile's 7 KiB "
+                                    "estimate without a compiler).")
 @click.option("--bits", type=click.Choice(["8", "12"]), help="Coarse-key width (default: profile, 8).")
 @click.option("--required-context", type=int, help="Tokens a row must hold (default 1048576).")
 @click.option("--headroom", type=float, help="Safety factor on the required context (default 1.25).")
@@ -103,10 +109,10 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
         raise UserError(f"--threads {threads}: the analytic sweep compares budgets at one block size (blocks per "
                         f"{'CU' if target.is_amd else 'SM'} are not comparable across sizes); give one value, or "
                         "run on a GPU of this target for the timed sweep, which takes several")
-    rows = topk_rows(target, sweep)
+    sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
+    rows, winner, why = result.rows, result.winner, result.why
     if stats is not None:
         _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
-    winner, why = select_analytic(rows)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     path = None
     if not no_write:
@@ -114,11 +120,53 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     if as_json:
         emit_json({**doc, "configs": rows, "results_file": str(path) if path else None})
         return
-    _print_table(target, sweep, rows, winner, why, path)
+    _print_table(target, sweep, rows, winner, why, path, doc["assumptions"])
+
+
+def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
+    """The family's analytic sweep (occtune.engine.analytic) over the budgets at one width: the
+    compiled main kernel's resources per budget, the default capacity bound unless --scores gave
+    a measured one, and overflowed rows of timed sweeps under ``out_dir`` as refutations."""
+    from contextlib import nullcontext
+    from dataclasses import replace
+
+    from occtune.engine.analytic import analytic_sweep
+    from occtune.engine.sweep import default_configs
+    from occtune.kernels.topk.analysis import timed_overflows, with_default_bound
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.output import err_console
+
+    if sweep.max_candidates is None:
+        sweep = with_default_bound(sweep, profile.k)
+    sweep = replace(sweep, timed_overflow=timed_overflows(out_dir, sweep.required_context))
+    fam = TopkFamily(budgets=sweep.budgets, threads=(sweep.threads,), bits=(sweep.bits,), k=profile.k, sweep=sweep,
+                     static_lds=sweep.static_lds if static_lds_given else None)
+    configs = default_configs(fam)
+    if target.is_amd:      # clang runs as a process per config: compile them side by side (cached on disk)
+        from concurrent.futures import ThreadPoolExecutor
+        import os
+
+        with err_console.status(f"compiling topk.cuh for {target.name} ({len(configs)} configs; cached after "
+                                "the first run)") if not quiet else nullcontext():
+            with ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
+                list(pool.map(lambda c: _compiled_or_none(fam, c, target), configs))
+    return sweep, analytic_sweep(fam, target, configs)
+
+
+def _compiled_or_none(fam, config, target):
+    """Warm the compile cache; a config the compiler refuses becomes a skipped row of the sweep."""
+    from occtune.errors import CompileError
+
+    try:
+        return fam.resources(config, target)
+    except CompileError:
+        return None
 
 
 def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary) -> dict:
     measured = sweep.max_candidates is not None
+    cap = rows[0] if rows else {}
+    sources = list(dict.fromkeys(r["resources_source"] for r in rows))
     return {
         "schema": SCHEMA,
         "family": "topk",
@@ -134,18 +182,29 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
         "assumptions": {
             "analytic": True,
             "threads": sweep.threads,
-            "static_lds_bytes": sweep.static_lds,
-            "static_lds_source": profile.static_lds_source,
+            "kernel": "topk_transform_kernel (the split and cluster kernels of long rows are not in the verdict)",
+            "resources_source": sources[0] if len(sources) == 1 else sources,
+            "resources_assumed": any(src.startswith("assumed") for src in sources),
+            "static_lds_bytes": cap.get("static_lds_bytes", sweep.static_lds),
+            "static_lds_source": sources[0] if len(sources) == 1 else sources,
             "bytes_per_entry": sweep.bytes_per_entry,
             "coarse_bits": sweep.bits,
             "coarse_bins": coarse_bins(sweep.bits),
             "required_context_tokens": sweep.required_context,
             "headroom": sweep.headroom,
-            "capacity_bound": "measured" if measured else "uniform",
-            "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
+            "capacity_bound": "measured" if measured else "worst",
+            "capacity_bound_label": MEASURED_LABEL if measured else _capacity_label(sweep),
+            "required_entries": cap.get("required_entries"),
+            "binding_bound": cap.get("capacity_bound"),
+            "synthetic_candidates": None if measured else {f: c[sweep.bits] for f, c in sweep.synthetic.items()},
+            "synthetic_quantile": None if measured else sweep.synthetic_quantile,
+            "uniform_entries": _uniform_need(sweep),
+            "timed_overflow": {f"{b}": ev for (bits, b), ev in (sweep.timed_overflow or {}).items()
+                               if bits == sweep.bits},
             "scores_file": scores,
             "measured_max_candidates": sweep.max_candidates,
             "tie_stats": tie_summary,
+            "other_width": None if measured else _other_width(sweep),
             "unconfirmed_target_parameters": target.unconfirmed(),
             "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
         },
@@ -153,38 +212,62 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     }
 
 
-def _print_table(target, sweep, rows, winner, why, path) -> None:
+def _capacity_label(sweep) -> str:
+    from occtune.kernels.topk.capacity import WORST_LABEL
+
+    return WORST_LABEL.format(families=", ".join(sweep.synthetic), quantile=sweep.synthetic_quantile)
+
+
+def _uniform_need(sweep) -> int:
+    from occtune.kernels.topk.capacity import uniform_capacity
+
+    return uniform_capacity(0, bytes_per_entry=sweep.bytes_per_entry, bits=sweep.bits,
+                            required_context=sweep.required_context, headroom=sweep.headroom).required_entries
+
+
+def _other_width(sweep) -> dict:
+    """What the same bound asks of the other coarse-key width (a hint when nothing covers)."""
+    from occtune.kernels.topk.analysis import budget_bytes_for, entries_needed
+
+    other = 12 if sweep.bits == 8 else 8
+    need = entries_needed(sweep, other)
+    return {"bits": other, "required_entries": need, "budget_bytes": budget_bytes_for(need, sweep.bytes_per_entry)}
+
+
+def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
     unit = "CU" if target.is_amd else "SM"
     measured = sweep.max_candidates is not None
-    need = (f"{sweep.max_candidates} candidates x {sweep.headroom} headroom" if measured else
-            f"{sweep.required_context:,} tokens x {sweep.headroom} headroom")
     table = Table(title=f"tune topk --target {target.name}: {sweep.threads} threads, static LDS "
-                        f"{sweep.static_lds} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
+                        f"{notes['static_lds_bytes']} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
                   title_justify="left")
     cols = ["budget", "LDS/block", f"blocks/{unit}", "waves/SIMD" if target.is_amd else "warps/SM",
-            "limiter", "entries", "longest row" if not measured else "needs (rows over)", "covers"]
+            "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers"]
     for c in cols:
         table.add_column(c, justify="right" if c not in ("limiter", "covers") else "left")
     for r in rows:
         win = winner is not None and r is winner
         slots = r["waves_per_simd"] if target.is_amd else r["warps_per_sm"]
-        reach = (f"{r['max_context_tokens']:,}" if not measured else
-                 f"{r['required_entries']:,} ({r['rows_overflowing']}/{r['rows_measured']})")
+        need = (f"{r['required_entries']:,}" if not measured else
+                f"{r['required_entries']:,} ({r['rows_overflowing']}/{r['rows_measured']})")
         table.add_row(
             f"{r['lds_budget_bytes'] // 1024} KiB" + (" *" if win else ""),
             f"{r['lds_per_block_bytes']:,}" if r["fits"] else "-",
             str(r["blocks_per_cu"]) if r["fits"] else "no fit",
             str(slots) if r["fits"] else "-",
             r["limiter"] if r["fits"] else r["reason"],
-            f"{r['tie_capacity_entries']:,}", reach,
-            "yes" if r["covers_context"] else "no",
+            f"{r['tie_capacity_entries']:,}", need,
+            "yes" if r["covers_context"] else ("no (timed)" if r["capacity_bound"] == "timed" else "no"),
             style="bold green" if win else None,
         )
     console.print(table)
-    label = MEASURED_LABEL if measured else UNIFORM_LABEL
-    console.print(f"capacity: {label}; required: {need}")
+    _print_resources(target, rows, notes)
+    _print_capacity(sweep, notes)
     if winner is None:
         console.print(f"[bold red]no winner[/]: {why}")
+        other = notes.get("other_width")
+        if other and other["budget_bytes"] <= max(sweep.budgets):
+            console.print(f"the same bound at {other['bits']} bits needs {other['required_entries']:,} entries "
+                          f"({other['budget_bytes'] // 1024} KiB): try --bits {other['bits']}")
     else:
         console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
                       f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
@@ -192,6 +275,38 @@ def _print_table(target, sweep, rows, winner, why, path) -> None:
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
     if path:
         console.print(f"wrote {path}")
+
+
+def _print_resources(target, rows, notes) -> None:
+    """Where the resources came from; loud when they are assumed."""
+    if not rows:
+        return
+    r = rows[0]
+    src = notes["resources_source"]
+    if notes["resources_assumed"]:
+        console.print(f"[bold yellow]warning: resources assumed, not compiled[/]: {src}")
+        return
+    regs = (f"{r['vgprs']} VGPRs, {r['agprs'] or 0} AGPRs, {r['sgprs']} SGPRs" if target.is_amd
+            else f"{r['regs']} registers")
+    llvm = (f"; LLVM's own occupancy {r['compiler_occupancy']} waves/SIMD (model {r.get('llvm_model_waves')}),"
+            " which does not count the dynamic LDS" if r.get("compiler_occupancy") is not None else "")
+    console.print(f"resources: {src if isinstance(src, str) else ', '.join(src)}: topk_transform_kernel "
+                  f"{regs}, {r['static_lds_bytes']:,} B static LDS{llvm}; the split/cluster kernels of long "
+                  "rows are not in this verdict")
+
+
+def _print_capacity(sweep, notes) -> None:
+    if sweep.max_candidates is not None:
+        console.print(f"capacity: {MEASURED_LABEL}; required: {sweep.max_candidates} candidates x {sweep.headroom} "
+                      f"headroom")
+    else:
+        fams = ", ".join(f"{f} {c:,}" for f, c in notes["synthetic_candidates"].items())
+        console.print(f"capacity: {notes['capacity_bound_label']}; at {sweep.required_context:,} tokens, "
+                      f"{sweep.bits}-bit key: uniform {math.ceil(notes['uniform_entries'] / sweep.headroom):,}, "
+                      f"{fams} candidates; x{sweep.headroom} headroom -> needs {notes['required_entries']:,} "
+                      f"entries ({notes['binding_bound']})")
+    for budget, ev in notes["timed_overflow"].items():
+        console.print(f"timed evidence: {int(budget) // 1024} KiB: {ev}")
 
 
 # ----------------------------------------------------------------------------------- timed (GPU)

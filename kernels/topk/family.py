@@ -1,8 +1,15 @@
-"""The top-k family for the tuning engine: LDS-budget sweep of ``topk.cuh``."""
+"""The top-k family for the tuning engine: LDS-budget sweep of ``topk.cuh``.
+
+Resources per target come from the compiled kernel (:mod:`occtune.compiled`: clang's AMDGPU
+backend for gfx targets, NVRTC or nvcc for sm targets). ``topk.cuh`` also defines the split and
+cluster kernels the launcher uses for long rows on few rows; the occupancy verdict is for the main
+kernel, ``topk_transform_kernel``, the one every row runs through.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,9 +23,16 @@ K = 2048
 class TopkFamily(Family):
     name = "topk"
 
-    def __init__(self, budgets=(32768, 40960, 49152, 131072), threads=(512,), bits=(8,), k: int = K):
+    def __init__(self, budgets=(32768, 40960, 49152, 131072), threads=(512,), bits=(8,), k: int = K,
+                 sweep=None, static_lds: int | None = None):
+        """``sweep``: the analytic settings (:class:`occtune.kernels.topk.analysis.TopkSweep`:
+        capacity bound, required context, the profile's static LDS for the assumed path); default:
+        the profile's, with the synthetic capacity bound. ``static_lds``: replace the compiled
+        static LDS (``tune topk --static-lds``)."""
         self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
         self.k = int(k)
+        self._sweep = sweep
+        self.static_lds = static_lds
 
     # --- the space -----------------------------------------------------------------------------
     def axes(self):
@@ -45,15 +59,6 @@ class TopkFamily(Family):
     def macros(self, config):
         return tk.defines(config["lds_budget"], config["threads"], config["bits"])
 
-    def resources(self, config, target):
-        """Until the compiled kernel's resources are read for ``target``: the profile's static-LDS
-        estimate, marked assumed."""
-        from .profile import load_topk_profile
-
-        prof = load_topk_profile()
-        return Resources(threads=config["threads"], static_lds=prof.static_lds, dynamic_lds=config["lds_budget"],
-                         source=f"assumed: {prof.static_lds_source}")
-
     def source_hash(self):
         return hashlib.sha256(tk.read_source().encode()).hexdigest()[:16]
 
@@ -67,6 +72,55 @@ class TopkFamily(Family):
         return Resources(threads=config["threads"], static_lds=info["static_smem"],
                          dynamic_lds=config["lds_budget"], regs=info.get("num_regs"),
                          source="driver")
+
+    def resources(self, config, target):
+        """The main kernel compiled for ``target``; the budget is its dynamic LDS. Without a compiler
+        for the target: the profile's static LDS and unknown registers, marked assumed."""
+        from occtune import compiled
+
+        probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
+        budget, threads = int(config["lds_budget"]), int(config["threads"])
+        try:
+            res = probe(tk.read_source(), tk.KERNEL_NAME, self.macros(config), target.name, threads=threads,
+                        name=tk.SOURCE_PATH.name)
+        except compiled.NoCompilerError as e:
+            static = self.static_lds if self.static_lds is not None else self._profile_static_lds()
+            return Resources(threads=threads, static_lds=static, dynamic_lds=budget,
+                             source=f"assumed: {e}; static LDS {static} B from the profile, registers unknown")
+        res = replace(res, dynamic_lds=budget)
+        if self.static_lds is not None:
+            res = replace(res, static_lds=self.static_lds, source=f"{res.source}; static LDS {self.static_lds} B "
+                                                                  "given by --static-lds")
+        return res
+
+    def _profile_static_lds(self) -> int:
+        from occtune.kernels.topk.profile import load_topk_profile
+
+        return self._sweep.static_lds if self._sweep is not None else load_topk_profile().static_lds
+
+    # --- analytic hooks -----------------------------------------------------------------------
+    def sweep(self):
+        """The analytic settings (see ``__init__``), built from the profile on first use."""
+        if self._sweep is None:
+            from occtune.kernels.topk.analysis import TopkSweep, with_default_bound
+            from occtune.kernels.topk.profile import load_topk_profile
+
+            p = load_topk_profile()
+            self._sweep = with_default_bound(TopkSweep(
+                budgets=tuple(self._axes["lds_budget"]), threads=self._axes["threads"][0], static_lds=p.static_lds,
+                bytes_per_entry=p.bytes_per_entry, bits=self._axes["bits"][0], required_context=p.required_context,
+                headroom=p.headroom), self.k)
+        return self._sweep
+
+    def analytic_columns(self, config, target):
+        from occtune.kernels.topk.analysis import capacity_columns
+
+        return capacity_columns(self.sweep(), int(config["lds_budget"]), int(config["bits"]))
+
+    def select_analytic(self, rows, target):
+        from occtune.kernels.topk.analysis import select_analytic
+
+        return select_analytic(rows)
 
     # --- run and check ------------------------------------------------------------------------
     def _to_inputs(self, scores, lengths, device, workload):

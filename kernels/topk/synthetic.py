@@ -81,3 +81,45 @@ def synthetic_scores(family: str, rows: int, length: int, seed: int = 0,
     for i in range(rows):
         out[i] = gen(np.random.default_rng([int(seed), first_row + i]), length)
     return out
+
+
+# ----------------------------------------------------------------------------- the default tie bound
+
+# The families the default capacity bound takes the worst of (beside the uniform estimate): plain
+# normal rows, and real-logit-like rows (~79% of the values in one 8-bit coarse bin; a sglang pull
+# request measured ~77% on real indexer logits: shared/facts/kernels.md section 1).
+BOUND_FAMILIES = ("normal", "narrow")
+# Rows per family. A threshold bin's population is a binomial count, so its spread between rows is
+# about sqrt(n): ~72 (1.4%) for the ~5,200 candidates of a 1M-token normal row at 8 bits, less in
+# relative terms for larger counts. The largest of 8 rows lies ~1.4 sd above the mean; a
+# one-in-a-thousand row ~3.1 sd: ~2.5% more at n = 5,200, far inside a 1.25 headroom. 8 rows of 1M
+# tokens per family take ~3 s here, once (cached on disk).
+BOUND_ROWS = 8
+BOUND_QUANTILE_LABEL = f"max of {BOUND_ROWS} rows"
+
+
+def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES, rows: int = BOUND_ROWS,
+                     seed: int = 0) -> dict[str, dict[int, int]]:
+    """{family: {bits: largest tie-candidate count}} over ``rows`` synthetic rows of ``length``
+    tokens, exactly as the kernel bins them (:func:`occtune.kernels.topk.ties.tie_stats`).
+    Cached on disk by the arguments and the code that computes them."""
+    from pathlib import Path
+
+    from occtune.diskcache import memo, source_hash
+
+    here = Path(__file__).parent
+    code = source_hash("".join((here / f).read_text(encoding="utf-8") for f in ("synthetic.py", "ties.py")))
+    key = {"length": int(length), "k": int(k), "bits": sorted(bits), "families": list(families),
+           "rows": int(rows), "seed": int(seed), "code": code}
+
+    def compute():
+        from occtune.kernels.topk.ties import tie_stats
+
+        out = {}
+        for fam in families:
+            st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
+            out[fam] = {str(b): st.max_candidates[b] for b in bits}
+        return out
+
+    value = memo("tie-bounds", key, compute)
+    return {fam: {int(b): int(value[fam][str(b)]) for b in sorted(bits)} for fam in families}

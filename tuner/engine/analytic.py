@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from occtune.compiled import llvm_major_of
 from occtune.engine.family import Family, Resources
 from occtune.errors import CompileError
-from occtune.occupancy import KernelResources, occupancy
+from occtune.occupancy import KernelResources, llvm_amd_occupancy, occupancy
 
 
 @dataclass
@@ -27,19 +28,48 @@ class AnalyticResult:
 
 
 def occupancy_row(target, config: dict, res: Resources) -> dict:
-    """One config's resources and the occupancy model's verdict on ``target``."""
+    """One config's resources and the occupancy model's verdict on ``target``; on AMD, beside the
+    compiler's own occupancy remark, our reproduction of it (``llvm_model_waves``: the same
+    inputs LLVM sees, so it must equal the remark) and why the hardware model differs, if it does."""
     occ = occupancy(target, KernelResources(
         threads=res.threads, static_lds=res.static_lds, dynamic_lds=res.dynamic_lds,
         vgprs=res.vgprs or 0, agprs=res.agprs or 0, sgprs=res.sgprs or 0, regs=res.regs or 0))
-    return {
+    row = {
         "config": dict(config), "threads": res.threads, "static_lds_bytes": res.static_lds,
         "dynamic_lds_bytes": res.dynamic_lds, "regs": res.regs, "vgprs": res.vgprs, "agprs": res.agprs,
-        "sgprs": res.sgprs, "resources_source": res.source, "compiler_occupancy": res.compiler_occupancy,
+        "sgprs": res.sgprs, "scratch_bytes": res.scratch_bytes, "resources_source": res.source,
+        "compiler_occupancy": res.compiler_occupancy,
         "lds_per_block_bytes": occ.lds_per_block, "fits": occ.fits, "reason": occ.reason,
         "blocks_per_cu": occ.blocks_per_cu, "waves_per_simd": occ.waves_per_simd,
         "warps_per_sm": occ.warps_per_sm, "occupancy": round(occ.occupancy, 4), "limiter": occ.limiter,
         "limits": occ.limits,
     }
+    if target.is_amd and res.compiler_occupancy is not None:
+        row["llvm_model_waves"] = llvm_model_waves(target, res)
+        row["occupancy_note"] = occupancy_note(target, row)
+    return row
+
+
+def llvm_model_waves(target, res: Resources) -> int:
+    """:func:`occtune.occupancy.llvm_amd_occupancy` on what LLVM sees of this kernel: its static LDS
+    (not the dynamic), registers, and the flat workgroup range ``1..threads`` that HIP's
+    ``__launch_bounds__`` and Triton both emit, for the LLVM version that compiled it."""
+    return llvm_amd_occupancy(target, KernelResources(
+        threads=res.threads, static_lds=res.static_lds, vgprs=res.vgprs or 0, agprs=res.agprs or 0,
+        sgprs=res.sgprs or 0), flat_wg_range=(1, res.threads), llvm_major=llvm_major_of(res.source))
+
+
+def occupancy_note(target, row: dict) -> str:
+    """Why the hardware model's waves per SIMD differ from the compiler's remark ("" if they agree)."""
+    hw, llvm = row["waves_per_simd"], row["compiler_occupancy"]
+    if not row["fits"] or hw == llvm:
+        return ""
+    why = []
+    if row["dynamic_lds_bytes"]:
+        why.append(f"LLVM does not see the {row['dynamic_lds_bytes']:,} B of dynamic LDS")
+    waves_per_wg = -(-row["threads"] // target.wave_size)
+    why.append(f"whole workgroups: {row['blocks_per_cu']} x {waves_per_wg} waves over {target.simds_per_cu} SIMDs")
+    return f"hardware model {hw} waves/SIMD, LLVM {llvm}: " + "; ".join(why)
 
 
 def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResult:

@@ -37,6 +37,9 @@ class Resources:
     agprs: int | None = None      # AMD accumulation VGPRs
     sgprs: int | None = None      # AMD scalar registers
     regs: int | None = None       # NVIDIA registers per thread
+    scratch_bytes: int | None = None   # private memory per lane/thread: spilled VGPRs/registers and
+                                       # stack (AMD ScratchSize, NVIDIA stack frame); SGPR spills to
+                                       # VGPR lanes are not in it
     source: str = "assumed"       # where the numbers came from: "compiled: clang 22.1.8 gfx950",
                                   # "driver", "assumed: <why>"
     compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
