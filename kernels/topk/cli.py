@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from occtune import provenance
@@ -284,7 +285,7 @@ def _print_resources(target, rows, notes) -> None:
     r = rows[0]
     src = notes["resources_source"]
     if notes["resources_assumed"]:
-        console.print(f"[bold yellow]warning: resources assumed, not compiled[/]: {src}")
+        console.print(f"[bold yellow]warning: resources assumed, not compiled[/]: {escape(src)}")
         return
     regs = (f"{r['vgprs']} VGPRs, {r['agprs'] or 0} AGPRs, {r['sgprs']} SGPRs" if target.is_amd
             else f"{r['regs']} registers")
