@@ -27,7 +27,7 @@ def _clang_for(target):
 
 
 def test_gfx950_without_a_compiler_assumes_loudly_and_the_data_refutes_40k(tmp_path):
-    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path, env=NO_COMPILERS)
+    doc = tune_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path, env=NO_COMPILERS)
     rows, a = _by_budget(doc), doc["assumptions"]
     assert set(rows) == {32 * K, 40 * K, 48 * K, 128 * K}
     assert a["resources_assumed"] and a["resources_source"].startswith("assumed: ")
@@ -41,7 +41,7 @@ def test_gfx950_without_a_compiler_assumes_loudly_and_the_data_refutes_40k(tmp_p
     assert set(a["synthetic_candidates"]) == {"normal", "narrow"} and a["synthetic_quantile"]
     assert not any(r["covers_context"] for r in rows.values()) and doc["winner"] is None
     assert a["other_width"]["bits"] == 12 and a["other_width"]["required_entries"] < 4096
-    r = tune("topk", "--target", "gfx950", "--no-write", env=NO_COMPILERS)
+    r = tune("topk", "--target", "gfx950", "--bits", "8", "--no-write", env=NO_COMPILERS)
     assert r.returncode == 0 and "warning: resources assumed" in r.stdout and "try --bits 12" in r.stdout
 
 
@@ -49,14 +49,14 @@ def test_gfx950_compiled_static_lds_moves_48k_to_3_blocks(tmp_path):
     clang = _clang_for("gfx950")
     if clang is None:
         pytest.skip("no clang for gfx950 here (pip install 'occtune[amd]')")
-    doc = tune_json("topk", "--target", "gfx950", "--out", tmp_path)
+    doc = tune_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path)
     rows, a = _by_budget(doc), doc["assumptions"]
     assert a["resources_source"] == f"compiled: clang {clang.version} gfx950" and not a["resources_assumed"]
     assert 0 < a["static_lds_bytes"] < 7 * K                    # the compiler's figure, not the estimate
     assert rows[48 * K]["blocks_per_cu"] == 3                    # 2 with the 7 KiB estimate
     for r in rows.values():
         assert r["vgprs"] > 0 and r["sgprs"] > 0 and r["llvm_model_waves"] == r["compiler_occupancy"]
-    assumed = _by_budget(tune_json("topk", "--target", "gfx950", "--no-write", env=NO_COMPILERS))
+    assumed = _by_budget(tune_json("topk", "--target", "gfx950", "--bits", "8", "--no-write", env=NO_COMPILERS))
     assert assumed[48 * K]["blocks_per_cu"] == 2
     # with the 12-bit key the same bound is met: a winner, the most blocks per CU
     doc12 = tune_json("topk", "--target", "gfx950", "--bits", "12", "--no-write")

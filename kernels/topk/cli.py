@@ -24,6 +24,7 @@ from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
+from occtune.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
 from occtune.kernels.topk.profile import load_topk_profile
 from occtune.results import SCHEMA, results_path, write_results
@@ -336,85 +337,99 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
             "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}
 
 
-def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timing, as_json, tie_summary,
-                 threads_list) -> None:
-    from occtune.kernels.topk.family import TopkFamily
-    from occtune.kernels.topk.analysis import capacity_for
-    from occtune.engine.sweep import default_configs
-    from occtune.export import render_header, sources
-    from occtune.fsutil import atomic_write_text
-    from occtune.occupancy import KernelResources, occupancy
-    from occtune.engine.sweep import SweepHooks
-    from occtune.timed import Output, run_timed
-    from occtune.units import parse_int_list
+class _TimedChecks:
+    """The timed sweep's occupancy hooks: prune by the model, annotate each config with the built
+    kernel's resources and the driver's answer (``checks``), admit by tie capacity."""
 
-    batches = parse_int_list(batch, "--batch")
-    lens = parse_size_list(lengths, "--lengths")
-    workloads = [{"B": b, "L": n, "K": profile.k} for b in batches for n in lens]
-    fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
-    configs = default_configs(fam)        # every budget at every block size
-    checks: dict[tuple, dict] = {}
+    def __init__(self, target, sweep):
+        self.target, self.sweep, self.checks = target, sweep, {}
 
-    def fits(config):
-        occ = occupancy(target, KernelResources(threads=config["threads"], static_lds=sweep.static_lds,
-                                                dynamic_lds=config["lds_budget"]))
+    def fits(self, config):
+        occ = occupancy(self.target, KernelResources(threads=config["threads"], static_lds=self.sweep.static_lds,
+                                                     dynamic_lds=config["lds_budget"]))
         return occ.fits, occ.reason
 
-    def annotate(config):
+    def annotate(self, config):
         b, t = int(config["lds_budget"]), int(config["threads"])
-        if not fits(config)[0]:
+        if not self.fits(config)[0]:
             return {}
-        if (b, t) not in checks:
+        if (b, t) not in self.checks:
             try:
-                checks[(b, t)] = {**_occupancy_check(target, sweep, config), "threads": t}
-            except Exception as e:  # noqa: BLE001 - the sweep's row already says why it failed
-                checks[(b, t)] = {"lds_budget_bytes": b, "threads": t, "model_agrees_with_driver": None,
-                                  "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
-        return checks[(b, t)]
+                self.checks[(b, t)] = {**_occupancy_check(self.target, self.sweep, config), "threads": t}
+            except (UserError, RuntimeError) as e:   # a build failure: the sweep's rows already say why
+                self.checks[(b, t)] = {"lds_budget_bytes": b, "threads": t, "model_agrees_with_driver": None,
+                                       "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
+        return self.checks[(b, t)]
 
-    def admissible(config, workload):
-        cap = capacity_for(sweep, int(config["lds_budget"]))
+    def admissible(self, config, workload):
+        from occtune.kernels.topk.analysis import capacity_for
+
+        cap = capacity_for(self.sweep, int(config["lds_budget"]))
         return cap.covers_context, ("" if cap.covers_context else
                                     f"tie capacity {cap.entries} entries does not cover the required context")
 
-    fam.admissible = admissible
+    def warn_disagreements(self, unit: str) -> None:
+        for c in self.checks.values():
+            if c["model_agrees_with_driver"] is False:
+                console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B, "
+                              f"{c.get('threads')} threads: "
+                              f"model {c['blocks_per_cu']}, driver {c['driver_blocks_per_cu']} blocks/{unit}")
 
-    def after_write(path, doc):
-        hpath = path.with_suffix(".h")
-        atomic_write_text(hpath, render_header(sources([(str(path), doc)]))) \
-            if doc.get("winner") else None
-        return {"header_file": str(hpath)} if doc.get("winner") else {}
 
-    unit = "CU" if target.is_amd else "SM"
-    cols = [("LDS static", lambda rows: _col(rows, "static_lds_bytes")), ("regs", lambda rows: _col(rows, "regs")),
+def _write_header(path, doc) -> dict:
+    """After the timed results: the C header of the winner next to them."""
+    from occtune.export import render_header, sources
+    from occtune.fsutil import atomic_write_text
+
+    if not doc.get("winner"):
+        return {}
+    hpath = path.with_suffix(".h")
+    atomic_write_text(hpath, render_header(sources([(str(path), doc)])))
+    return {"header_file": str(hpath)}
+
+
+def _timed_columns(unit: str) -> tuple:
+    return (("LDS static", lambda rows: _col(rows, "static_lds_bytes")), ("regs", lambda rows: _col(rows, "regs")),
             (f"blk/{unit} model", lambda rows: _col(rows, "blocks_per_cu")),
             ("driver", lambda rows: _col(rows, "driver_blocks_per_cu")),
             ("overflow rows", lambda rows: str(sum(int((r.get("diagnostics") or {}).get("overflow_rows", 0))
-                                                 for r in rows)))]
-    measured = sweep.max_candidates is not None
-    assumptions = lambda: {   # noqa: E731 - filled in after the sweep (the occupancy cross-check)
-        "threads": threads_list[0] if len(threads_list) == 1 else threads_list,
-        "coarse_bits": sweep.bits,
-        "static_lds_for_pruning": sweep.static_lds,
-        "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
-        "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
-        "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
-        "tie_stats": tie_summary,
-        "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())],
-    }
-    run = run_timed(fam, target=target.name, configs=configs, workloads=workloads, device="cuda",
-                    timer=timing.timer(), options=run_opts,
-                    hooks=SweepHooks(fits=fits, annotate=annotate, peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
-                    output=Output(out_dir=out_dir, as_json=as_json, columns=tuple(cols), assumptions=assumptions,
-                                  after_write=after_write))
-    disagree = [c for c in checks.values() if c["model_agrees_with_driver"] is False]
-    if disagree and not as_json:
-        from occtune.output import console
+                                                 for r in rows))))
 
-        for c in disagree:
-            console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B, "
-                          f"{c.get('threads')} threads: "
-                          f"model {c['blocks_per_cu']}, driver {c['driver_blocks_per_cu']} blocks/{unit}")
+
+def _timed_assumptions(sweep, threads_list, tie_summary, checks) -> dict:
+    measured = sweep.max_candidates is not None
+    return {"threads": threads_list[0] if len(threads_list) == 1 else threads_list,
+            "coarse_bits": sweep.bits,
+            "static_lds_for_pruning": sweep.static_lds,
+            "static_lds_source": "the built kernel (cuFuncGetAttribute / hipFuncGetAttribute)",
+            "required_context_tokens": sweep.required_context, "headroom": sweep.headroom,
+            "capacity_bound_label": MEASURED_LABEL if measured else UNIFORM_LABEL,
+            "tie_stats": tie_summary,
+            "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())]}
+
+
+def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timing, as_json, tie_summary,
+                 threads_list) -> None:
+    from occtune.engine.sweep import SweepHooks, default_configs
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.timed import Output, run_timed
+    from occtune.units import parse_int_list
+
+    workloads = [{"B": b, "L": n, "K": profile.k} for b in parse_int_list(batch, "--batch")
+                 for n in parse_size_list(lengths, "--lengths")]
+    fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
+    chk = _TimedChecks(target, sweep)
+    fam.admissible = chk.admissible
+    unit = "CU" if target.is_amd else "SM"
+    run = run_timed(fam, target=target.name, configs=default_configs(fam), workloads=workloads, device="cuda",
+                    timer=timing.timer(), options=run_opts,
+                    hooks=SweepHooks(fits=chk.fits, annotate=chk.annotate,
+                                     peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
+                    output=Output(out_dir=out_dir, as_json=as_json, columns=_timed_columns(unit),
+                                  assumptions=lambda: _timed_assumptions(sweep, threads_list, tie_summary, chk.checks),
+                                  after_write=_write_header))
+    if not as_json:
+        chk.warn_disagreements(unit)
     return run
 
 
