@@ -23,12 +23,19 @@ K = 2048
 class TopkFamily(Family):
     name = "topk"
 
-    def __init__(self, budgets=(32768, 40960, 49152, 131072), threads=(512,), bits=(8,), k: int = K,
-                 sweep=None, static_lds: int | None = None):
-        """``sweep``: the analytic settings (:class:`occtune.kernels.topk.analysis.TopkSweep`:
+    def __init__(self, budgets=None, threads=None, bits=None, k: int = K, sweep=None,
+                 static_lds: int | None = None):
+        """Axes not given come from the profile (kernels/topk/profile.yaml). ``sweep``: the analytic settings (:class:`occtune.kernels.topk.analysis.TopkSweep`:
         capacity bound, required context, the profile's static LDS for the assumed path); default:
         the profile's, with the synthetic capacity bound. ``static_lds``: replace the compiled
         static LDS (``tune topk --static-lds``)."""
+        if None in (budgets, threads, bits):
+            from .profile import load_topk_profile
+
+            prof = load_topk_profile()
+            budgets = prof.budgets if budgets is None else budgets
+            threads = (prof.threads,) if threads is None else threads
+            bits = (prof.coarse_bits,) if bits is None else bits
         self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
         self.k = int(k)
         self._sweep = sweep

@@ -26,8 +26,8 @@ are recomputed each run (cheap). Rows come back in ``configs x workloads`` order
 
 What the engine asks of a family (``occtune.engine.family.Family``):
 
-- configs and workloads are plain dicts of JSON scalars; ``baseline_config()`` must be one of the
-  swept configs (speed-ups are against it); ``safety_key`` breaks ties (larger is safer);
+- configs and workloads are plain dicts of JSON scalars; ``baseline_config()`` is swept too (added
+  when the configs leave it out: speed-ups are against it); ``safety_key`` breaks ties (larger is safer);
   ``admissible(config, workload)`` is a hard constraint at selection (measured, never chosen).
 - ``build(config, device)`` may raise: the point becomes ``built_failed`` with the message.
 - ``make_inputs(workload, seed, device)`` must be deterministic in ``seed``; ``run`` may work in
@@ -113,6 +113,8 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
     t0 = time.perf_counter()
     timer = timer if timer is not None else BenchTimer()
     configs = configs if configs is not None else default_configs(family)
+    if family.baseline_config() not in configs:     # speed-ups are against the config users would run
+        configs = [*configs, family.baseline_config()]
     workloads = workloads if workloads is not None else family.workloads()
     name = family.name or type(family).__name__
     fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
