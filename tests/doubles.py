@@ -36,19 +36,25 @@ class FakeTimer:
 class FaultFamily(Family):
     """Configs ``{"v": i}``; ``run`` scales a small tensor by 2. Faults by config value:
     ``build_error``, ``wrong``, ``hang``, ``crash`` (``os._exit`` in the process), ``device_error``
-    (raises a CUDA-like error); ``interrupt_after=N`` raises KeyboardInterrupt on run number N+1."""
+    (raises a CUDA-like error); ``interrupt_after=N`` raises KeyboardInterrupt on run number N+1.
+    ``slow_s`` makes every run sleep that long; ``mark_dir`` gets an empty file per run named
+    ``<$OCCTUNE_TEST_NODE>-<pid>-v<config>`` (which node and process ran what)."""
 
     name = "fault"
+    inputs_reusable = True        # run returns a new tensor and never writes its inputs
 
     def __init__(self, n: int = 4, build_error=(), wrong=(), hang=(), crash=(), device_error=(),
-                 interrupt_after: int | None = None, safety: dict | None = None, version: str = "1"):
+                 interrupt_after: int | None = None, safety: dict | None = None, version: str = "1",
+                 slow_s: float = 0.0, mark_dir: str | None = None):
         self.init_kwargs = dict(n=n, build_error=tuple(build_error), wrong=tuple(wrong), hang=tuple(hang),
                                 crash=tuple(crash), device_error=tuple(device_error),
-                                interrupt_after=interrupt_after, safety=safety, version=version)
+                                interrupt_after=interrupt_after, safety=safety, version=version,
+                                slow_s=slow_s, mark_dir=mark_dir)
         self.n, self.build_error, self.wrong = n, set(build_error), set(wrong)
         self.hang, self.crash, self.device_error = set(hang), set(crash), set(device_error)
         self.interrupt_after, self.safety, self.version = interrupt_after, dict(safety or {}), version
-        self.builds = self.runs = 0
+        self.slow_s, self.mark_dir = float(slow_s), mark_dir
+        self.builds = self.runs = self.inputs_made = 0
 
     def axes(self):
         return {"v": list(range(self.n))}
@@ -74,6 +80,7 @@ class FaultFamily(Family):
     def make_inputs(self, workload, seed, device):
         import torch
 
+        self.inputs_made += 1
         g = torch.Generator().manual_seed(seed)
         return torch.randn(workload["N"], generator=g)
 
@@ -86,6 +93,11 @@ class FaultFamily(Family):
         self.runs += 1
         if self.interrupt_after is not None and self.runs > self.interrupt_after:
             raise KeyboardInterrupt
+        if self.mark_dir:
+            node = os.environ.get("OCCTUNE_TEST_NODE", "local")
+            open(os.path.join(self.mark_dir, f"{node}-{os.getpid()}-v{built}"), "a").close()
+        if self.slow_s:
+            time.sleep(self.slow_s)
         if built in self.hang:
             time.sleep(3600)
         if built in self.crash:
@@ -124,6 +136,7 @@ class AxpyFamily(Family):
     """``out = alpha * x + y`` in Triton, axes BLOCK x num_warps. Tiny, for tests and demos."""
 
     name = "axpy"
+    inputs_reusable = True
 
     def __init__(self, sizes=(1000, 4096)):
         self.init_kwargs = {"sizes": tuple(sizes)}
@@ -169,6 +182,9 @@ class AxpyFamily(Family):
         n = workload["n"]
         big = torch.full((n,), 2.0 ** 100, device=device)     # 1.5 * 2^100 is exact: FMA or not
         yield "huge", {"x": big, "y": -1.5 * big, "out": torch.empty(n, device=device), "alpha": 1.5}
+
+    def reset_outputs(self, inputs):
+        inputs["out"].fill_(float("nan"))
 
     def run(self, built, inputs):
         n, block = inputs["x"].numel(), built["BLOCK"]

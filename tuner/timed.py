@@ -77,6 +77,12 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
                    "summary": summarize(doc, output.columns)})
     else:
         show(run, output.columns, output.title)
+        if options.profile:
+            from occtune.engine.phases import render
+            from occtune.output import console
+
+            for line in render(doc["sweep"]["profile"]):
+                console.print(line, highlight=False)
     return run
 
 

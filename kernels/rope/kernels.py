@@ -182,16 +182,35 @@ VARIANTS = {
 }
 
 
+def launch_args(variant, x3, out3, f2, pos, inverse, block_m, num_warps) -> tuple[tuple, dict, tuple]:
+    """(args, kwargs, grid) of one launch (see :func:`launch`)."""
+    T, H, D = x3.shape
+    block_d = max(2, triton.next_power_of_2(D))
+    args = (x3, out3, f2, pos if pos is not None else f2, T, H, D,
+            x3.stride(0), x3.stride(1), out3.stride(0), out3.stride(1), f2.stride(0))
+    kwargs = dict(HAS_POS=pos is not None, INVERSE=bool(inverse), BLOCK_M=block_m, BLOCK_D=block_d,
+                  num_warps=num_warps)
+    return args, kwargs, VARIANTS[variant][1](T, H, block_m)
+
+
 def launch(variant, x3, out3, f2, pos, inverse, block_m, num_warps):
     """Launch one variant on 3D views ``x3``/``out3`` ``[T, H, D]`` (last stride 1) and fp32
     ``f2`` ``[S, D]`` (last stride 1). Returns Triton's handle of the compiled kernel."""
-    kernel, grid_fn = VARIANTS[variant]
-    T, H, D = x3.shape
-    block_d = max(2, triton.next_power_of_2(D))
-    grid = grid_fn(T, H, block_m)
-    return kernel[grid](
-        x3, out3, f2, pos if pos is not None else f2, T, H, D,
-        x3.stride(0), x3.stride(1), out3.stride(0), out3.stride(1), f2.stride(0),
-        HAS_POS=pos is not None, INVERSE=bool(inverse),
-        BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps,
-    )
+    args, kwargs, grid = launch_args(variant, x3, out3, f2, pos, inverse, block_m, num_warps)
+    return VARIANTS[variant][0][grid](*args, **kwargs)
+
+
+def warm_args(workload: dict, config: dict, dtype) -> tuple[tuple, dict, tuple]:
+    """(args, kwargs, grid) for ``kernel.warmup`` of ``config`` on ``workload``: what
+    :func:`launch` passes for the family's inputs (``x``/``out`` the last ``D`` columns of a
+    contiguous ``[T, H, head_dim]`` tensor, fp32 ``[S, D]`` frequencies), with torch dtypes in
+    place of the tensors (Triton mocks them; tensors of these views are 16-byte aligned)."""
+    import torch
+
+    T, H, D, hd = (int(workload[k]) for k in ("T", "H", "D", "head_dim"))
+    pos = torch.int64 if workload["positions"] else torch.float32
+    args = (dtype, dtype, torch.float32, pos, T, H, D, H * hd, hd, H * hd, hd, D)
+    bm = config["BLOCK_M"]
+    kwargs = dict(HAS_POS=bool(workload["positions"]), INVERSE=bool(workload["inverse"]), BLOCK_M=bm,
+                  BLOCK_D=max(2, triton.next_power_of_2(D)), num_warps=config["num_warps"])
+    return args, kwargs, VARIANTS[config["variant"]][1](T, H, bm)

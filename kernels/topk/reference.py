@@ -1,7 +1,9 @@
-"""Reference, tie-aware checker, key model and adversarial inputs of the top-k family (CPU).
+"""Reference, tie-aware checker, key model and adversarial inputs of the top-k family.
 
-Everything here runs on CPU tensors/numpy so that tests, the tuner's verification and the GPU
-tests share one definition of "correct":
+Everything here but the torch section at the end runs on CPU tensors/numpy so that tests and
+the GPU tests share one definition of "correct"; ``check_topk_torch`` is the same check in torch
+on the tensors' own device (the tuner verifies on the GPU with it, the CPU check is the
+fallback; tests hold the two to the same verdicts):
 - ``check_topk``: the output of each row must be k distinct valid indices whose multiset of
   values equals the true top-k multiset (any choice among exactly equal values is fine; all NaNs
   are one value that ranks above +inf; -0.0 equals +0.0); rows with length <= k must read
@@ -198,3 +200,94 @@ def adversarial_cases(B: int, L: int, k: int, seed: int = 0, names=CASES):
     for i, name in enumerate(names):
         s, lens = make_case(name, B, L, k, seed + i)
         yield name, s, lens
+
+
+# --------------------------------------------------------------------------------------------
+# The same check in torch, on whatever device the tensors are on (the GPU in the tuner).
+_KEY_MIN = -(2 ** 31)          # below every value key: marks positions past a row's length
+
+
+def value_keys_torch(scores):
+    """int32 keys ordered like the values (``value_keys`` shifted by 2**31): every NaN is one
+    value above +inf, -0.0 == +0.0. Works on any device."""
+    import torch
+
+    s = scores.contiguous()
+    b = s.view(torch.int32)
+    b = torch.where(torch.isnan(s), torch.full_like(b, 0x7FC00000), b)
+    b = torch.where(b == _KEY_MIN, torch.zeros_like(b), b)          # -0.0 -> +0.0
+    return torch.where(b < 0, b ^ 0x7FFFFFFF, b)
+
+
+def _windows(scores, lengths, row_starts):
+    """(keys [B, L] with positions past each row's length set to _KEY_MIN, lengths n [B])."""
+    import torch
+
+    B, L = scores.shape
+    keys = value_keys_torch(scores)
+    dev = scores.device
+    starts = torch.zeros(B, dtype=torch.int64, device=dev) if row_starts is None else row_starts.to(dev).long()
+    lens = torch.full((B,), L, dtype=torch.int64, device=dev) if lengths is None else lengths.to(dev).long()
+    n = torch.clamp(torch.minimum(lens, L - starts), min=0)
+    col = torch.arange(L, device=dev)
+    if row_starts is not None:
+        keys = keys.gather(1, (starts[:, None] + col).clamp(max=max(L - 1, 0)))
+    return torch.where(col[None, :] < n[:, None], keys, torch.full_like(keys, _KEY_MIN)), n
+
+
+def reference_keys(scores, lengths, k: int, row_starts=None):
+    """Per row, the value keys of the true top-k, largest first (int32 [B, min(k, L)]): what
+    :func:`check_topk_torch` compares against; compute it once per input set and pass it back."""
+    import torch
+
+    keys, _ = _windows(scores, lengths, row_starts)
+    return torch.topk(keys, min(int(k), keys.shape[1]), dim=1).values
+
+
+def check_topk_torch(scores, lengths, k: int, out, row_starts=None, want=None) -> tuple[bool, str]:
+    """(ok, reason): :func:`check_topk` in torch on the tensors' device (one host sync at the
+    end). ``want``: :func:`reference_keys` of these inputs, if already computed."""
+    import torch
+
+    B, L = scores.shape
+    if out.dim() != 2 or tuple(out.shape) != (B, k):
+        return False, f"output shape {tuple(out.shape)} != {(B, k)}"
+    if L == 0:                       # every row is empty: all padding
+        return (True, "") if bool((out == -1).all()) else (False, f"row 0: length 0 <= k={k} must read 0..-1 then -1")
+    keys, n = _windows(scores, lengths, row_starts)
+    got = out.to(scores.device).long()
+    col = torch.arange(k, device=scores.device)
+    short = n <= k
+    expect = torch.where(col[None, :] < n[:, None], col[None, :], torch.full_like(got, -1))
+    bad_short = short & (got != expect).any(dim=1)
+    out_of_range = ~short & ((got < 0) | (got >= n[:, None])).any(dim=1)
+    srt = torch.sort(got, dim=1).values
+    dup = ~short & ~out_of_range & (srt[:, 1:] == srt[:, :-1]).any(dim=1) if k > 1 else torch.zeros_like(short)
+    if want is None:
+        want = reference_keys(scores, lengths, k, row_starts)
+    have = torch.sort(keys.gather(1, got.clamp(0, max(L - 1, 0))), dim=1, descending=True).values
+    if want.shape[1] < k:
+        want = torch.nn.functional.pad(want, (0, k - want.shape[1]), value=_KEY_MIN)
+    differs = ~short & ~out_of_range & ~dup & (have != want).any(dim=1)
+    verdicts = torch.stack([bad_short, out_of_range, dup, differs]).cpu()
+    if not bool(verdicts.any()):
+        return True, ""
+    return False, _first_failure(verdicts, n.cpu(), got.cpu(), have.cpu(), want.cpu(), k)
+
+
+def _first_failure(verdicts, n, got, have, want, k: int) -> str:
+    """The reason for the first failing row, worded like :func:`check_topk`."""
+    b = int(verdicts.any(dim=0).nonzero()[0])
+    kind = int(verdicts[:, b].nonzero()[0])
+    nb = int(n[b])
+    if kind == 0:
+        return f"row {b}: length {nb} <= k={k} must read 0..{nb - 1} then -1"
+    if kind == 1:
+        g = got[b]
+        bad = int(g[(g < 0) | (g >= nb)][0])
+        return f"row {b}: index {bad} outside [0, {nb}) (length {nb} > k, no padding allowed)"
+    if kind == 2:
+        return f"row {b}: {k - int(got[b].unique().numel())} duplicated indices"
+    i = int((have[b] != want[b]).nonzero()[0])
+    return (f"row {b}: value multiset differs from the true top-{k} "
+            f"(sorted position {i}: want key {int(want[b, i]) + 2 ** 31:#x}, got {int(have[b, i]) + 2 ** 31:#x})")

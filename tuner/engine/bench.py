@@ -10,16 +10,26 @@
   the L2 is warm inside a graph, which the method string says).
 - CPU (tests, TRITON_INTERPRET=1): ``time.perf_counter`` around each call.
 
+Adaptive (``adaptive=True``, the engine's default): repetitions come in batches of ``min_reps``
+and stop as soon as the distribution-free 95% confidence interval of the median (from order
+statistics, :func:`median_ci`) lies within +-``ci_rel`` of the median, or when ``rep_ms`` (the
+most a point may take) or ``reps`` is used up. A steady kernel stops after ``min_reps``; a noisy
+one gets the whole budget. The warm-up (``warmup_ms``) is the same either way. Warm-up and
+timed repetitions are counted as the ``warmup`` and ``timing`` phases (:mod:`occtune.engine.phases`).
+
 The engine never calls ``measure`` directly: it calls a *timer* (the :class:`Timer` protocol), so
 tests can inject :class:`tests/doubles.py FakeTimer` and run without a GPU or noise.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol, Sequence
+
+from occtune.engine.phases import phase
 
 _MIN_EST_MS = 1e-4          # guard against a zero estimate (do_bench divides by it)
 _MAX_REPS = 2000
@@ -69,24 +79,68 @@ class BenchTimer:
     reps: int | None = None
     flush_l2: bool = True
     use_graph: int = 0
+    adaptive: bool = False
+    ci_rel: float = 0.01
+    min_reps: int = 10
     kind: str = "bench"
 
     def __call__(self, fn, *, rotate=None, context=None) -> Timing:
         return measure(fn, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, reps=self.reps,
                        flush_l2=self.flush_l2, rotate=rotate, use_graph=self.use_graph,
-                       device=(context or {}).get("device"))
+                       device=(context or {}).get("device"),
+                       stop=Stop(self.ci_rel, self.min_reps) if self.adaptive else None)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """When adaptive timing stops: the median's 95% CI within +-``ci_rel``, after ``min_reps``."""
+
+    ci_rel: float = 0.01
+    min_reps: int = 10
+
+    def done(self, samples: Sequence[float]) -> bool:
+        if len(samples) < max(self.min_reps, 2):
+            return False
+        lo, med, hi = median_ci(samples)
+        return med > 0 and (hi - lo) <= 2.0 * self.ci_rel * med
+
+
+def median_ci(samples: Sequence[float], z: float = 1.96) -> tuple[float, float, float]:
+    """(low, median, high): the distribution-free confidence interval of the median from order
+    statistics (ranks n/2 -+ z*sqrt(n)/2, rounded outward; 95% for z = 1.96)."""
+    s = sorted(samples)
+    n = len(s)
+    half = z * math.sqrt(n) / 2.0
+    lo = max(0, math.floor(n / 2.0 - half) - 1)          # 0-based ranks
+    hi = min(n - 1, math.ceil(n / 2.0 + half))
+    return s[lo], statistics.median(s), s[hi]
+
+
+def _collect(take: Callable[[int], list], n_rep: int, stop: Stop | None) -> list[float]:
+    """Samples from ``take(n)`` (n more timed runs): all ``n_rep`` at once, or adaptive batches."""
+    if stop is None:
+        with phase("timing"):
+            return take(n_rep)
+    samples: list[float] = []
+    with phase("timing"):
+        while len(samples) < n_rep:
+            samples += take(min(max(stop.min_reps, 1), n_rep - len(samples)))
+            if stop.done(samples):
+                break
+    return samples
 
 
 def measure(fn: Callable[..., Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
             reps: int | None = None, flush_l2: bool = True, rotate: list | None = None,
-            use_graph: int = 0, device: Any = None) -> Timing:
-    """Time ``fn``; see the module docstring. ``reps`` fixes the count, else ``rep_ms`` budgets it."""
+            use_graph: int = 0, device: Any = None, stop: Stop | None = None) -> Timing:
+    """Time ``fn``; see the module docstring. ``reps`` fixes the count (the most, when adaptive),
+    else ``rep_ms`` budgets it; ``stop`` makes it adaptive."""
     call = _rotating(fn, rotate)
     if _on_gpu(device):
         if use_graph and use_graph > 1:
-            return _measure_graph(call, warmup_ms, rep_ms, reps, use_graph)
-        return _measure_events(call, warmup_ms, rep_ms, reps, flush_l2)
-    return _measure_cpu(call, warmup_ms, rep_ms, reps)
+            return _measure_graph(call, warmup_ms, rep_ms, reps, use_graph, stop)
+        return _measure_events(call, warmup_ms, rep_ms, reps, flush_l2, stop)
+    return _measure_cpu(call, warmup_ms, rep_ms, reps, stop)
 
 
 def _rotating(fn, rotate):
@@ -119,19 +173,32 @@ def _counts(est_ms: float, warmup_ms: float, rep_ms: float, reps: int | None) ->
     return min(n_warm, _MAX_REPS), min(n_rep, _MAX_REPS)
 
 
-def _measure_cpu(call, warmup_ms, rep_ms, reps) -> Timing:
-    t0 = time.perf_counter()
-    call()
-    est_ms = (time.perf_counter() - t0) * 1e3
-    n_warm, n_rep = _counts(est_ms, warmup_ms, rep_ms, reps)
-    for _ in range(n_warm):
-        call()
-    samples = []
-    for _ in range(n_rep):
+def _method(base: str, samples: list, n_rep: int, stop: Stop | None) -> str:
+    if stop is None:
+        return base
+    return base + (f" adaptive ({len(samples)} runs, CI +-{100 * stop.ci_rel:g}%)" if len(samples) < n_rep
+                   else f" adaptive (budget used: {len(samples)} runs)")
+
+
+def _measure_cpu(call, warmup_ms, rep_ms, reps, stop=None) -> Timing:
+    with phase("warmup"):
         t0 = time.perf_counter()
         call()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return Timing.from_samples(samples, "perf_counter")
+        est_ms = (time.perf_counter() - t0) * 1e3
+        n_warm, n_rep = _counts(est_ms, warmup_ms, rep_ms, reps)
+        for _ in range(n_warm):
+            call()
+
+    def take(n):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            call()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+    samples = _collect(take, n_rep, stop)
+    return Timing.from_samples(samples, _method("perf_counter", samples, n_rep, stop))
 
 
 def l2_flush_buffer(device=None):
@@ -194,54 +261,77 @@ def _host_us(call, n: int = 3) -> float:
     return sorted(ts)[len(ts) // 2]
 
 
-def _measure_events(call, warmup_ms, rep_ms, reps, flush_l2) -> Timing:
+_FLUSH: dict = {}
+
+
+def _flush_buffer():
+    """The L2 flush buffer of the current device, allocated once per process."""
     import torch
 
-    flush = l2_flush_buffer() if flush_l2 else None
-    n_warm, n_rep = _counts(_estimate_gpu_ms(call, flush), warmup_ms, rep_ms, reps)
-    spin, spin_note = _hide_launch(_host_us(call))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for _ in range(n_warm):
-        call()
-    for s, e in zip(starts, ends):
-        if flush is not None:
-            flush.zero_()
-        spin()
-        s.record()
-        call()
-        e.record()
-    torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    dev = torch.cuda.current_device()
+    if dev not in _FLUSH:
+        _FLUSH[dev] = l2_flush_buffer(dev)
+    return _FLUSH[dev]
+
+
+def _measure_events(call, warmup_ms, rep_ms, reps, flush_l2, stop=None) -> Timing:
+    import torch
+
+    with phase("warmup"):
+        flush = _flush_buffer() if flush_l2 else None
+        n_warm, n_rep = _counts(_estimate_gpu_ms(call, flush), warmup_ms, rep_ms, reps)
+        spin, spin_note = _hide_launch(_host_us(call))
+        for _ in range(n_warm):
+            call()
+
+    def take(n):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for s, e in zip(starts, ends):
+            if flush is not None:
+                flush.zero_()
+            spin()
+            s.record()
+            call()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+
+    samples = _collect(take, n_rep, stop)
     method = "cuda-events" + (" + L2 flush" if flush is not None else " (L2 warm)") + spin_note
-    return Timing.from_samples(samples, method)
+    return Timing.from_samples(samples, _method(method, samples, n_rep, stop))
 
 
-def _measure_graph(call, warmup_ms, rep_ms, reps, n_launch) -> Timing:
+def _measure_graph(call, warmup_ms, rep_ms, reps, n_launch, stop=None) -> Timing:
     import torch
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):      # warm up (and compile) outside the capture
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(n_launch):
-            call()
-    torch.cuda.synchronize()
-    est = _estimate_gpu_ms(graph.replay, None)
-    n_warm, n_rep = _counts(est, warmup_ms, rep_ms, reps)
-    for _ in range(n_warm):
-        graph.replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for s, e in zip(starts, ends):
-        s.record()
-        graph.replay()
-        e.record()
-    torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) * 1e3 / n_launch for s, e in zip(starts, ends)]
-    return Timing.from_samples(samples, f"cuda-graph x{n_launch} (L2 warm)")
+    with phase("warmup"):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):      # warm up (and compile) outside the capture
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n_launch):
+                call()
+        torch.cuda.synchronize()
+        est = _estimate_gpu_ms(graph.replay, None)
+        n_warm, n_rep = _counts(est, warmup_ms, rep_ms, reps)
+        for _ in range(n_warm):
+            graph.replay()
+
+    def take(n):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for s, e in zip(starts, ends):
+            s.record()
+            graph.replay()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 / n_launch for s, e in zip(starts, ends)]
+
+    samples = _collect(take, n_rep, stop)
+    return Timing.from_samples(samples, _method(f"cuda-graph x{n_launch} (L2 warm)", samples, n_rep, stop))

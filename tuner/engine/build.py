@@ -3,12 +3,18 @@
 Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.rtc`` with ``-D`` macros, or
 binding Triton constexpr meta-parameters) is called at most once per key per process. A build
 that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
-:meth:`BuildCache.prebuild` compiles many configs on a thread pool: runtime compilers (NVRTC,
-hiprtc, Triton's compile) release the GIL, so builds overlap.
+
+:meth:`BuildCache.prebuild` compiles every config ahead of timing on a thread pool, then calls
+``family.warm(built, workload, device)`` for every (config, workload) pair on the same pool:
+what a run would otherwise compile on first use (Triton's shape specialisations, top-k's derived
+split and cluster kernels). NVRTC and hiprtc are called through ctypes, which releases the GIL,
+and Triton hands the last stage to ``ptxas`` in a subprocess, so the builds overlap. A ``warm``
+that raises is ignored here: the run that needs the kernel reports the error on its point.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,10 +82,27 @@ class BuildCache:
         except Exception as e:      # compile errors, resource limits: recorded, sweep goes on
             return BuildFailure(one_line(e))
 
-    def prebuild(self, configs: list[dict], workers: int = 4) -> None:
-        if workers <= 1 or len(configs) <= 1:
+    def prebuild(self, plan: list[tuple[dict, tuple]], workers: int | None = None) -> None:
+        """Build every config of ``plan`` (``[(config, workloads), ...]``) and warm it for its
+        workloads (see the module docstring)."""
+        workers = workers or min(32, os.cpu_count() or 1)
+        configs = [c for c, _ in plan]
+        pairs = [(c, w) for c, ws in plan for w in ws]
+        if workers <= 1 or len(configs) + len(pairs) <= 1:
             for c in configs:
                 self.get(c)
+            for c, w in pairs:
+                self._warm(c, w)
             return
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="occtune-build") as pool:
             list(pool.map(self.get, configs))
+            list(pool.map(lambda cw: self._warm(*cw), pairs))
+
+    def _warm(self, config: dict, workload: dict) -> None:
+        built = self.get(config)
+        if isinstance(built, BuildFailure):
+            return
+        try:
+            self.family.warm(built, workload, self.device)
+        except Exception:       # the run that needs it reports the error on its point
+            pass

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from occtune.engine.phases import phase  # noqa: F401 - for families: with phase("reference"): ...
+
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
 Workload = dict    # e.g. {"B": 64, "L": 131072, "K": 2048}
 
@@ -102,6 +104,11 @@ class Family:
         ``OCCTUNE_ROPE_VARIANT_FLAT = 3``): ``tune export`` defines them in headers."""
         return {}
 
+    def warm(self, built: Any, workload: Workload, device: Any) -> None:
+        """Compile ahead, without running, what :meth:`run` would compile on first use for this
+        workload (JIT shape specialisations, derived kernels). Called on the engine's build
+        threads before any timing; the default compiles nothing more."""
+
     def built_resources(self, built: Any, config: Config) -> Resources | None:
         """What the kernel built for the local device uses, as its driver reports it."""
         return None
@@ -112,8 +119,19 @@ class Family:
         return None
 
     # --- run and check -----------------------------------------------------------------------
+    # True: the engine makes each workload's inputs once per process (``make_inputs`` with one
+    # seed per workload, and the adversarial sets) and reuses them for every config, calling
+    # :meth:`reset_outputs` before each verification run. A family may then keep a check's
+    # reference in the inputs object, computed once (wrap it in ``phase("reference")``).
+    inputs_reusable: bool = False
+
     def make_inputs(self, workload: Workload, seed: int, device: Any) -> Any:
         raise NotImplementedError
+
+    def reset_outputs(self, inputs: Any) -> None:
+        """Before a verification run on reused inputs: undo what an earlier config's run left
+        there that :meth:`check` reads (re-poison output buffers), so that a kernel that writes
+        nothing cannot pass on its predecessor's answer."""
 
     def adversarial_inputs(self, workload: Workload, device: Any) -> Iterable[tuple[str, Any]]:
         """(name, inputs) pairs that stress correctness (ties, masks, edge lengths)."""

@@ -27,6 +27,8 @@ class RunOptions:
     isolate: bool = False                # one worker process (survives hangs and device faults)
     timeout_s: float = DEFAULT_TIMEOUT_S # per config in a worker before it is declared hung
     retry_failed: bool = False           # re-measure cached timeouts and crashes
+    ray: str | None = None               # "auto" or a cluster address: one Ray task per config
+    profile: bool = False                # print where the time went (always in the results)
 
     @property
     def in_workers(self) -> bool:
@@ -38,13 +40,17 @@ class TimingOptions:
     """How each point is timed (the engine's one timer, occtune.engine.bench)."""
 
     warmup_ms: float = 25.0
-    rep_ms: float = 100.0
+    rep_ms: float = 100.0                # the budget; with ``adaptive`` the most a point may take
     graph: int = 0                       # replay N launches in a CUDA graph (L2 warm)
+    adaptive: bool = True                # stop once the median's 95% CI is within +-ci_rel
+    ci_rel: float = 0.01
+    min_reps: int = 10
 
     def timer(self):
         from occtune.engine.bench import BenchTimer
 
-        return BenchTimer(warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, use_graph=self.graph)
+        return BenchTimer(warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, use_graph=self.graph,
+                          adaptive=self.adaptive, ci_rel=self.ci_rel, min_reps=self.min_reps)
 
 
 def parse_devices(text: str | None) -> tuple[str, ...] | None:
@@ -106,6 +112,14 @@ def sweep_options(f):
                      help="Warm-up budget per point."),
         click.option("--graph", type=click.IntRange(min=0), default=0,
                      help="Replay N launches in a CUDA graph (very short kernels; L2 warm)."),
+        click.option("--adaptive/--no-adaptive", default=True, show_default=True,
+                     help="Stop timing a point once its median's 95% confidence interval is within +-1% "
+                          "(at least 10 runs, at most --rep-ms); --no-adaptive spends all of --rep-ms."),
+        click.option("--profile-sweep", is_flag=True, help="Print where the sweep's time went (compile, "
+                     "inputs, reference, verification, warm-up, timing, cache); always in the results."),
+        click.option("--ray", default=None, metavar="auto|ADDRESS",
+                     help="Run configs as Ray tasks on a cluster (one GPU each): 'auto' joins the cluster "
+                          "this machine belongs to, or give the head's HOST:PORT. Needs occtune[ray]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -113,7 +127,7 @@ def sweep_options(f):
 
 
 SWEEP_OPTION_NAMES = ("fresh", "cache_dir", "devices", "isolate", "timeout_s", "retry_failed", "rep_ms",
-                      "warmup_ms", "graph")
+                      "warmup_ms", "graph", "adaptive", "profile_sweep", "ray")
 
 
 def from_cli(kwargs: dict) -> tuple[RunOptions, TimingOptions]:
@@ -122,8 +136,13 @@ def from_cli(kwargs: dict) -> tuple[RunOptions, TimingOptions]:
     ``--timeout`` without ``--isolate``/``--devices`` runs the sweep in one worker process: a
     config stuck in a kernel can only be stopped by ending its process."""
     v = {k: kwargs.pop(k) for k in SWEEP_OPTION_NAMES}
+    ray = (v["ray"] or "").strip() or None
+    if ray and (v["devices"] or v["isolate"]):
+        raise UserError("--ray runs every config as a Ray task on the cluster's GPUs; drop "
+                        f"{'--devices' if v['devices'] else '--isolate'}")
     run = RunOptions(fresh=v["fresh"], cache_dir=v["cache_dir"], devices=parse_devices(v["devices"]),
-                     isolate=v["isolate"] or v["timeout_s"] is not None,
+                     isolate=(v["isolate"] or v["timeout_s"] is not None) and not ray,
                      timeout_s=v["timeout_s"] if v["timeout_s"] is not None else DEFAULT_TIMEOUT_S,
-                     retry_failed=v["retry_failed"])
-    return run, TimingOptions(warmup_ms=v["warmup_ms"], rep_ms=v["rep_ms"], graph=v["graph"])
+                     retry_failed=v["retry_failed"], ray=ray, profile=v["profile_sweep"])
+    return run, TimingOptions(warmup_ms=v["warmup_ms"], rep_ms=v["rep_ms"], graph=v["graph"],
+                              adaptive=v["adaptive"])

@@ -36,7 +36,7 @@ def row_summary(r: dict, speedup: float | None) -> dict:
     if speedup is not None:
         out["speedup"] = round(speedup, 4)
     extra = {k: v for k, v in r.items() if k not in out and k not in
-             ("timing", "wall_s", "fp", "fatal", "reason", "cached")}
+             ("timing", "wall_s", "fp", "fatal", "reason", "cached", "phases")}
     out.update(extra)          # analytic columns from annotate(): blocks_per_cu, lds_budget_bytes ...
     return out
 
@@ -65,7 +65,7 @@ def build_document(result, selection, target: str | None = None, assumptions: li
         "rows": [row_summary(r, sp.get((key_of(r["config"]), key_of(r["workload"])))) for r in result.rows],
         "assumptions": dict(assumptions) if isinstance(assumptions, dict) else list(assumptions or []),
         "sweep": {"wall_s": round(result.wall_s, 3), "measured": result.n_measured, "cached": result.n_cached,
-                  "counts": result.counts(), "cache": result.cache_path},
+                  "counts": result.counts(), "cache": result.cache_path, "profile": result.profile()},
         "provenance": provenance(result, target),
     }
 

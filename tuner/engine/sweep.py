@@ -55,10 +55,11 @@ from typing import Any, Callable
 
 from occtune.engine import cache as cache_mod
 from occtune.engine import env
-from occtune.engine.build import BuildCache
+from occtune.engine import phases as phases_mod
 from occtune.engine.family import Family, key_of
 from occtune.engine.options import RunOptions
-from occtune.engine.workunit import WorkUnit, execute, family_ref, point
+from occtune.engine.phases import PhaseClock, phase
+from occtune.engine.workunit import Runner, WorkUnit, family_ref, point
 
 _RETRYABLE = ("timeout", "crashed")
 
@@ -77,6 +78,11 @@ class SweepResult:
     n_cached: int = 0
     cache_path: str | None = None
     axes: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)     # seconds per phase (occtune.engine.phases)
+
+    def profile(self) -> dict:
+        """Where the wall time went (``--profile-sweep``; the results' ``sweep`` record)."""
+        return phases_mod.summary(self.phases, self.wall_s, self.n_measured)
 
     def counts(self) -> dict:
         out: dict[str, int] = {}
@@ -111,6 +117,7 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
     from occtune.engine.bench import BenchTimer
 
     t0 = time.perf_counter()
+    clock = PhaseClock()
     timer = timer if timer is not None else BenchTimer()
     configs = configs if configs is not None else default_configs(family)
     if family.baseline_config() not in configs:     # speed-ups are against the config users would run
@@ -118,7 +125,8 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
     workloads = workloads if workloads is not None else family.workloads()
     name = family.name or type(family).__name__
     fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
-    store = _open_cache(cache, fp, options)
+    with clock.running(), phase("cache"):
+        store = _open_cache(cache, fp, options)
     res = SweepResult(name, str(device), fp, configs, workloads, family.baseline_config(),
                       cache_path=str(store.path) if store else None, axes=_axes_of(family))
     rows: dict[str, dict] = {}
@@ -127,21 +135,29 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
     def on_point(rec: dict) -> None:
         rec = dict(rec, cached=False)
         rec.pop("fatal", None)
+        clock.add(rec.pop("phases", None))
         if store is not None and rec["status"] != "skipped":
-            store.append(rec)
+            with clock.running(), phase("cache"):
+                store.append(rec)
         rows[cache_mod.point_key(rec["config"], rec["workload"])] = rec
         res.n_measured += 1
         bar.advance()
 
     n_todo = sum(len(u.workloads) for u in units)
     with _Progress(progress, n_todo, name) as bar:
-        if options.in_workers:
-            _run_isolated(units, family, list(options.devices or [str(device)]), timer, options.timeout_s, on_point)
-        else:
-            _run_inprocess(units, family, device, timer, on_point)
+        if options.ray:
+            from occtune.engine.ray_backend import RayPool
+
+            RayPool(options.ray, timer, options.timeout_s, clock).run(units, on_point)
+        elif options.in_workers:
+            _run_isolated(units, family, list(options.devices or [str(device)]), timer, options.timeout_s,
+                          on_point, clock)
+        elif units:
+            _run_inprocess(units, family, device, timer, on_point, clock)
     res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, hooks)
                 for c in configs for w in workloads if cache_mod.point_key(c, w) in rows]
     res.wall_s = time.perf_counter() - t0
+    res.phases = clock.seconds
     return res
 
 
@@ -191,19 +207,22 @@ def _fits(fits, config) -> tuple[bool, str]:
     return (r, "" if r else "does not fit") if isinstance(r, bool) else (bool(r[0]), r[1])
 
 
-def _run_inprocess(units, family, device, timer, on_point) -> None:
-    builds = BuildCache(family, device)
-    builds.prebuild([u.config for u in units])
+def _run_inprocess(units, family, device, timer, on_point, clock) -> None:
+    with clock.running():
+        with phase("load"):
+            runner = Runner(family, device, timer)
+        with phase("compile"):       # every config ahead of timing, on the build threads
+            runner.builds.prebuild([(u.config, u.workloads) for u in units])
     for u in units:
-        for rec in execute(u, family, builds, timer, device):
+        for rec in runner.execute(u):
             on_point(rec)
 
 
-def _run_isolated(units, family, devices, timer, timeout_s, on_point) -> None:
+def _run_isolated(units, family, devices, timer, timeout_s, on_point, clock) -> None:
     from occtune.engine.workers import WorkerPool
 
     devs = [str(d) if not isinstance(d, int) else f"cuda:{d}" for d in devices]
-    WorkerPool(devs, timer, timeout_s).run(units, on_point)
+    WorkerPool(devs, timer, timeout_s, clock).run(units, on_point)
 
 
 def _finish(rec: dict, family, hooks: SweepHooks) -> dict:

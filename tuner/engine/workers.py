@@ -6,44 +6,72 @@ from the unit's start or its last point) is killed and its unfinished points rec
 ``timeout``; a worker that dies (segfault, ``os._exit``, device fault) or reports a device error
 is restarted and its unfinished points recorded as ``crashed``. The sweep goes on either way.
 
-Only the parent writes the cache, so any number of workers can run. A Ray backend would replace
-:class:`WorkerPool` with remote tasks running :func:`occtune.engine.workunit.execute`.
+Each worker is pinned to its GPU: it is spawned with ``CUDA_VISIBLE_DEVICES`` naming that GPU
+alone (:func:`pinned`), so every library in it (torch, Triton, NVRTC launches) sees one device.
+Only the parent writes the cache, so any number of workers can run; the results are one file.
+:mod:`occtune.engine.ray_backend` runs the same units as Ray tasks across a cluster.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from collections import deque
 from multiprocessing.connection import wait
 from typing import Callable
 
-from occtune.engine.build import BuildCache, one_line
+from occtune.engine.build import one_line
 from occtune.engine.family import key_of
+from occtune.engine.phases import PhaseClock
 from occtune.errors import UserError
-from occtune.engine.workunit import WorkUnit, execute, load_family, point
+from occtune.engine.workunit import Runner, WorkUnit, load_family, point
 
-_STARTUP_S = 300.0     # spawning + importing torch/triton can be slow on a cold node
+_STARTUP_S = 300.0     # spawning + importing torch/triton + compiling its share can be slow on a cold node
 
 
-def _worker_main(conn, device: str, timer) -> None:
+def pinned(device: str, environ=os.environ) -> tuple[str | None, str]:
+    """A worker for ``device`` sees only that GPU: (its ``CUDA_VISIBLE_DEVICES``, its device name
+    there). ``cuda:1`` -> ("1", "cuda:0"); under ``CUDA_VISIBLE_DEVICES=4,6`` -> ("6", "cuda:0")
+    (indices count the GPUs the parent sees); ``cpu`` and ``cuda`` are left alone."""
+    if not device.startswith("cuda:"):
+        return None, device
+    idx = int(device[5:])
+    parent = [x.strip() for x in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    if parent:
+        return (parent[idx], "cuda:0") if idx < len(parent) else (None, device)
+    return str(idx), "cuda:0"
+
+
+def _runner(runners: dict, unit: WorkUnit, device: str, timer) -> Runner:
+    key = (unit.family, key_of(unit.family_kwargs))
+    if key not in runners:
+        runners[key] = Runner(load_family(unit.family, dict(unit.family_kwargs)), device, timer)
+    return runners[key]
+
+
+def _worker_main(conn, device: str, timer, share: list) -> None:
+    """A worker: load, compile its ``share`` of the units ahead (on the build threads), report
+    ready with the seconds both took, then run the units it is handed one at a time."""
+    t0 = time.perf_counter()
     import torch      # import before "ready": the per-config timeout must not pay for it
 
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
-    families: dict = {}
-    conn.send(("ready", None))
+    runners: dict = {}
+    for unit in share[:1]:
+        _runner(runners, unit, device, timer)
+    t1 = time.perf_counter()
+    for unit in share[:1]:
+        _runner(runners, unit, device, timer).builds.prebuild([(u.config, u.workloads) for u in share])
+    conn.send(("ready", {"load": t1 - t0, "compile": time.perf_counter() - t1}))
     while True:
         unit = conn.recv()
         if unit is None:
             return
-        key = (unit.family, key_of(unit.family_kwargs))
-        if key not in families:
-            fam = load_family(unit.family, dict(unit.family_kwargs))
-            families[key] = (fam, BuildCache(fam, device))
-        fam, builds = families[key]
+        runner = _runner(runners, unit, device, timer)
         try:
-            for rec in execute(unit, fam, builds, timer, device):
+            for rec in runner.execute(unit):
                 conn.send(("point", rec))
                 if rec.get("fatal"):
                     return          # the device context may be poisoned: let the parent restart us
@@ -53,12 +81,23 @@ def _worker_main(conn, device: str, timer) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, device: str, timer):
+    def __init__(self, ctx, device: str, timer, share: list):
         self.device = device
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, device, timer), daemon=True,
+        visible, local = pinned(device)
+        self.proc = ctx.Process(target=_worker_main, args=(child, local, timer, share), daemon=True,
                                 name=f"occtune-worker-{device}")
-        self.proc.start()
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:          # a spawned child starts with the parent's environment
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        try:
+            self.proc.start()
+        finally:
+            if visible is not None:
+                if saved is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
         child.close()
         self.ready = False
         self.unit: WorkUnit | None = None
@@ -84,15 +123,19 @@ class _Worker:
 
 
 class WorkerPool:
-    def __init__(self, devices: list[str], timer, timeout_s: float):
+    def __init__(self, devices: list[str], timer, timeout_s: float, clock: PhaseClock | None = None):
         self.ctx = mp.get_context("spawn")
         self.devices, self.timer, self.timeout_s = devices, timer, timeout_s
+        self.clock = clock if clock is not None else PhaseClock()
         self.restarts = 0
         self.start_failures = 0
 
     def run(self, units: list[WorkUnit], on_point: Callable[[dict], None]) -> None:
+        """Run ``units`` on one worker per device. Worker i compiles ``units[i::n]`` ahead (the
+        share it is likely to run; any other unit it gets is built on first use)."""
         pending = deque(units)
-        workers = [_Worker(self.ctx, d, self.timer) for d in self.devices]
+        n = len(self.devices)
+        workers = [_Worker(self.ctx, d, self.timer, units[i::n]) for i, d in enumerate(self.devices)]
         try:
             while pending or any(w.unit is not None for w in workers):
                 for w in workers:
@@ -115,6 +158,7 @@ class WorkerPool:
                 kind, payload = w.conn.recv()
                 if kind == "ready":
                     w.ready = True
+                    self.clock.add(payload)
                 elif kind == "point":
                     self._on_point(w, payload, on_point)
                     if payload.get("fatal"):
@@ -157,4 +201,4 @@ class WorkerPool:
         w.unit = None
         w.stop(grace=0)
         self.restarts += 1
-        return _Worker(self.ctx, w.device, self.timer)
+        return _Worker(self.ctx, w.device, self.timer, [])

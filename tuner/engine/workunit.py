@@ -1,8 +1,8 @@
 """One work unit: build one config, then verify and time it on each of its workloads.
 
 A :class:`WorkUnit` is a small picklable record (family reference + kwargs, config, workloads,
-device) so it can be run in-process, in a local worker process per GPU, or later sent to Ray.
-:func:`execute` yields one point record (a plain dict) per workload as soon as it is done.
+device) so it can be run in-process, in a local worker process per GPU, or as a Ray task.
+:meth:`Runner.execute` yields one point record (a plain dict) per workload as soon as it is done.
 
 Point statuses: ``ok``, ``built_failed``, ``wrong`` (verification failed), ``crashed`` (an
 exception or device error), ``timeout`` (set by the worker pool), ``skipped`` (pruned).
@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 from occtune.engine.build import BuildCache, BuildFailure, one_line
 from occtune.engine.family import Family, key_of
+from occtune.engine.inputs import InputCache
+from occtune.engine.phases import PhaseClock, phase
 from occtune.engine.registry import get_family
 
 STATUSES = ("ok", "built_failed", "wrong", "crashed", "timeout", "skipped")
@@ -48,8 +50,10 @@ def load_family(ref: str, kwargs: dict) -> Family:
     return getattr(importlib.import_module(module), attr)(**kwargs)
 
 
-def point_seed(base: int, config: dict, workload: dict) -> int:
-    return (zlib.crc32((key_of(config) + key_of(workload)).encode()) ^ base) & 0x7FFFFFFF
+def workload_seed(base: int, workload: dict) -> int:
+    """The seed of a workload's random inputs: the same for every config (fair comparisons, and
+    the inputs can be made once per workload)."""
+    return (zlib.crc32(key_of(workload).encode()) ^ base) & 0x7FFFFFFF
 
 
 def is_device_error(reason: str) -> bool:
@@ -61,22 +65,62 @@ def point(config: dict, workload: dict, status: str, reason: str = "", **extra) 
     return {"config": config, "workload": workload, "status": status, "reason": reason, **extra}
 
 
-def execute(unit: WorkUnit, family: Family, builds: BuildCache, timer, device) -> Iterator[dict]:
-    """Yield one point per workload of ``unit`` (build once, then verify and time each)."""
-    t0 = time.perf_counter()
-    built = builds.get(unit.config)
-    if isinstance(built, BuildFailure):
-        for w in unit.workloads:
-            yield point(unit.config, w, "built_failed", built.reason)
-        return
-    resources = _resources(family, built, unit.config)
-    for w in unit.workloads:
-        rec = _one_point(unit, family, built, timer, device, w)
-        rec["wall_s"] = round(time.perf_counter() - t0, 4)
-        if resources:
-            rec["resources"] = resources
+class Runner:
+    """What one process needs to run a family's units on one device: the build cache, the input
+    cache (:mod:`occtune.engine.inputs`) and the timer. In-process sweeps, worker processes and
+    Ray tasks each hold one per (family, device)."""
+
+    def __init__(self, family: Family, device: Any, timer):
+        self.family, self.device, self.timer = family, device, timer
+        self.builds = BuildCache(family, device)
+        self.inputs = InputCache(family, device)
+
+    def execute(self, unit: WorkUnit) -> Iterator[dict]:
+        """Yield one point per workload of ``unit`` (build once, then verify and time each); each
+        point carries the seconds of its phases (``rec["phases"]``, :mod:`occtune.engine.phases`)."""
+        clock = PhaseClock()
         t0 = time.perf_counter()
-        yield rec
+        with clock.running(), phase("compile"):
+            built = self.builds.get(unit.config)
+        if isinstance(built, BuildFailure):
+            for w in unit.workloads:
+                yield point(unit.config, w, "built_failed", built.reason, phases=clock.take())
+            return
+        resources = _resources(self.family, built, unit.config)
+        for w in unit.workloads:
+            with clock.running():
+                rec = self._one_point(unit, built, w)
+            rec["wall_s"] = round(time.perf_counter() - t0, 4)
+            rec["phases"] = clock.take()
+            if resources:
+                rec["resources"] = resources
+            t0 = time.perf_counter()
+            yield rec
+
+    def _one_point(self, unit, built, workload) -> dict:
+        cfg = unit.config
+        seed = workload_seed(unit.seed, workload)
+        try:
+            ok, reason, diag = verify(self, built, workload, seed)
+            if not ok:
+                return point(cfg, workload, "wrong", reason, diagnostics=diag)
+            timing = self._time(built, cfg, workload, seed)
+        except Exception as e:
+            reason = one_line(e)
+            return point(cfg, workload, "crashed", reason, fatal=is_device_error(reason))
+        return point(cfg, workload, "ok", "", timing=timing.to_dict(), diagnostics=diag)
+
+    def _time(self, built, config, workload, seed):
+        family = self.family
+        n_sets = int(getattr(family, "timing_input_sets", 1) or 1)
+        ctx = {"config": config, "workload": workload, "device": str(self.device)}
+        with phase("inputs"):
+            sets = [self.inputs.random(workload, seed + i) for i in range(n_sets)]
+        with phase("timing"):
+            if n_sets > 1:
+                return self.timer(lambda inp: family.run(built, inp), rotate=sets, context=ctx)
+            inputs = sets[0]
+            return self.timer(lambda: family.run(built, inputs), context=ctx)
 
 
 def _resources(family, built, config) -> dict | None:
@@ -87,38 +131,31 @@ def _resources(family, built, config) -> dict | None:
     return None if r is None else dict(vars(r))
 
 
-def _one_point(unit, family, built, timer, device, workload) -> dict:
-    cfg = unit.config
-    seed = point_seed(unit.seed, cfg, workload)
-    try:
-        ok, reason, diag = verify(family, built, workload, device, seed)
-        if not ok:
-            return point(cfg, workload, "wrong", reason, diagnostics=diag)
-        timing = _time(family, built, timer, device, cfg, workload, seed + 1)
-    except Exception as e:
-        reason = one_line(e)
-        return point(cfg, workload, "crashed", reason, fatal=is_device_error(reason))
-    return point(cfg, workload, "ok", "", timing=timing.to_dict(), diagnostics=diag)
-
-
-def verify(family: Family, built: Any, workload: dict, device, seed: int) -> tuple[bool, str, dict]:
-    """Fresh random inputs, then every adversarial input set: (ok, reason, diagnostics)."""
-    inputs = family.make_inputs(workload, seed, device)
-    res = family.check(_run_sync(family, built, inputs, device), inputs, workload)
+def verify(runner: Runner, built: Any, workload: dict, seed: int) -> tuple[bool, str, dict]:
+    """The random input set, then every adversarial set: (ok, reason, diagnostics)."""
+    with phase("inputs"):
+        inputs = runner.inputs.random(workload, seed)
+    res = _check(runner, built, inputs, workload)
     diag = dict(res.diagnostics or {})
     if not res.ok:
         return False, f"random inputs (seed {seed}): {res.reason}", diag
-    for name, adv in family.adversarial_inputs(workload, device):
-        res = family.check(_run_sync(family, built, adv, device), adv, workload)
+    with phase("inputs"):
+        adversarial = runner.inputs.adversarial(workload)
+    for name, adv in adversarial:
+        res = _check(runner, built, adv, workload)
         if not res.ok:
             return False, f"adversarial inputs {name!r}: {res.reason}", dict(res.diagnostics or {})
     return True, "", diag
 
 
-def _run_sync(family, built, inputs, device):
-    out = family.run(built, inputs)
-    sync(device)
-    return out
+def _check(runner: Runner, built, inputs, workload):
+    family = runner.family
+    with phase("verify"):
+        if runner.inputs.reusable:
+            family.reset_outputs(inputs)
+        out = family.run(built, inputs)
+        sync(runner.device)
+        return family.check(out, inputs, workload)
 
 
 def sync(device) -> None:
@@ -126,13 +163,3 @@ def sync(device) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def _time(family, built, timer, device, config, workload, seed):
-    n_sets = int(getattr(family, "timing_input_sets", 1) or 1)
-    ctx = {"config": config, "workload": workload, "device": str(device)}
-    if n_sets > 1:
-        sets = [family.make_inputs(workload, seed + i, device) for i in range(n_sets)]
-        return timer(lambda inp: family.run(built, inp), rotate=sets, context=ctx)
-    inputs = family.make_inputs(workload, seed, device)
-    return timer(lambda: family.run(built, inputs), context=ctx)
