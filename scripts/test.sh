@@ -11,6 +11,6 @@ if ! command -v clang-19 >/dev/null 2>&1; then
         echo "note: clang-19 missing and not installable here; the HIP compile checks will be skipped" >&2
     fi
 fi
-python3 -m pip install -q torch==2.13.0 -e ".[test,amd]"
+python3 -m pip install -q torch==2.13.0 -e ".[test,amd,ray]"   # ray: the local-cluster test (installs in ~50 s)
 export TRITON_INTERPRET=1
 exec python3 -m pytest -q -p no:cacheprovider tests "$@"

@@ -66,6 +66,35 @@ def test_check_rejects_wrong_nan_and_stray_writes():
     assert not fam.check(inp.out, inp, w).ok
 
 
+def test_reused_inputs_keep_one_reference_and_are_re_poisoned():
+    fam = RopeFamily(SMALL)
+    w = SMALL[1]
+    built = fam.build({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "cpu")
+    inp = fam.make_inputs(w, 1, "cpu")
+    assert fam.check(fam.run(built, inp), inp, w).ok
+    ref = inp.ref
+    fam.reset_outputs(inp)                                       # the next config's turn
+    assert torch.isnan(inp.dst).all()
+    assert not fam.check(inp.out, inp, w).ok                     # writes nothing: caught
+    assert fam.check(fam.run(built, inp), inp, w).ok and inp.ref is ref
+
+
+@pytest.mark.parametrize("variant", ["token", "flat", "heads"])
+def test_warm_compiles_exactly_what_the_launch_passes(variant):
+    """warm() hands Triton the launch's own ints and dtypes, so its compiles are the ones used."""
+    from occtune.kernels.rope.kernels import launch_args, warm_args
+
+    fam = RopeFamily(SMALL)
+    cfg = {"variant": variant, "BLOCK_M": 8, "num_warps": 2}
+    for (w, seed), (_, inp) in zip(fam._shapes(SMALL[1]), [(None, fam.make_inputs(SMALL[1], 1, "cpu")),
+                                                           *fam.adversarial_inputs(SMALL[1], "cpu")]):
+        args, kwargs, grid = launch_args(variant, inp.x, inp.out, inp.f2, inp.positions, inp.inverse, 8, 2)
+        wargs, wkwargs, wgrid = warm_args(w, cfg, inp.x.dtype)
+        assert [a.dtype if hasattr(a, "dtype") else a for a in args] == list(wargs)
+        assert all(a.data_ptr() % 16 == 0 for a in args[:4])       # Triton's mock assumes aligned
+        assert (kwargs, grid) == (wkwargs, wgrid)
+
+
 def test_naive_run_passes_the_same_check():
     fam = RopeFamily(SMALL)
     inp = fam.make_inputs(SMALL[1], 5, "cpu")

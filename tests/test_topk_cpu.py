@@ -85,6 +85,83 @@ def test_reference_matches_plain_sort_on_distinct_values():
     assert set(out[0].tolist()) == set(_true_topk(s[0], 100).tolist())
 
 
+# ---- the torch (device-side) check agrees with the CPU check --------------------------------
+def _variants(s, lens, k, rng):
+    """A correct answer and answers broken in each way the check must see (or must accept)."""
+    import torch
+
+    good = ref.reference_topk(s, lens, k)
+    out = {"reference": good}
+    n = np.minimum(np.asarray(lens, np.int64), s.shape[1])
+    long_rows = [b for b in range(s.shape[0]) if n[b] > k]
+    short_rows = [b for b in range(s.shape[0]) if n[b] <= k]
+    if long_rows:
+        b = long_rows[0]
+        keys = ref.value_keys(s[b, :n[b]])
+        order = np.argsort(keys, kind="stable")[::-1]
+        alt = good.copy()                     # the same values through other indices (ties)
+        alt[b] = order[:k][rng.permutation(k)].astype(np.int32)
+        out["tie_choice"] = alt
+        x = good.copy()
+        x[b, 0] = x[b, 1]
+        out["duplicate"] = x
+        x = good.copy()
+        x[b, -1] = n[b]
+        out["past_length"] = x
+        x = good.copy()
+        x[b, 0] = -1
+        out["padding_in_long_row"] = x
+        chosen = set(good[b].tolist())
+        outside = [int(i) for i in order[k:] if int(i) not in chosen]
+        lowest = int(np.argmin(keys[good[b]]))
+        if outside and keys[outside[-1]] != keys[good[b][lowest]]:
+            x = good.copy()
+            x[b, lowest] = outside[-1]            # a value below the k-th largest
+            out["smaller_value"] = x
+    if short_rows:
+        b = short_rows[0]
+        x = good.copy()
+        x[b, -1] = 0
+        out["short_row_no_padding"] = x
+    return {name: torch.from_numpy(o) for name, o in out.items()}
+
+
+@pytest.mark.parametrize("name", ref.CASES)
+def test_torch_check_agrees_with_the_cpu_check(name):
+    import torch
+
+    rng = np.random.default_rng(7)
+    for B, L, k in ((5, 300, 16), (9, 97, 32)):
+        s, lens = ref.make_case(name, B, L, k, seed=2)
+        st, lt = torch.from_numpy(s), torch.from_numpy(lens)
+        want = ref.reference_keys(st, lt, k)
+        for what, out in _variants(s, lens, k, rng).items():
+            cpu_ok, cpu_why = ref.check_topk(s, lens, k, out.numpy())
+            dev_ok, dev_why = ref.check_topk_torch(st, lt, k, out)
+            cached_ok, _ = ref.check_topk_torch(st, lt, k, out, want=want)
+            assert cpu_ok == dev_ok == cached_ok, f"{name} {B}x{L} {what}: cpu {cpu_why!r}, torch {dev_why!r}"
+            assert cpu_ok == (what in ("reference", "tie_choice")), f"{name} {what}: {cpu_why}"
+            if not dev_ok:
+                assert dev_why.split(":")[0] == cpu_why.split(":")[0], (dev_why, cpu_why)   # same row
+
+
+def test_torch_check_nan_signed_zero_and_row_starts():
+    import torch
+
+    t = torch.tensor
+    s = t([[np.inf, -np.nan, 1.0, np.nan, -0.0, 0.0]], dtype=torch.float32)
+    assert ref.check_topk_torch(s, None, 2, t([[1, 3]], dtype=torch.int32))[0]        # every NaN alike, on top
+    assert not ref.check_topk_torch(s, None, 2, t([[0, 3]], dtype=torch.int32))[0]
+    z = t([[-0.0, 0.0, -1.0]], dtype=torch.float32)
+    assert ref.check_topk_torch(z, None, 1, t([[0]], dtype=torch.int32))[0]             # -0 == +0
+    r = t([[9, 9, 1, 5, 2, 0]], dtype=torch.float32)
+    four, two = t([4], dtype=torch.int32), t([2], dtype=torch.int32)
+    assert ref.check_topk_torch(r, four, 2, t([[1, 2]], dtype=torch.int32), row_starts=two)[0]
+    assert not ref.check_topk_torch(r, four, 2, t([[0, 1]], dtype=torch.int32), row_starts=two)[0]
+    ok, why = ref.check_topk_torch(r, None, 2, t([[0, 1, 2]], dtype=torch.int32))
+    assert not ok and "shape" in why
+
+
 # ---- adversarial generators --------------------------------------------------------------------
 def test_one_bin_case_puts_over_77_percent_in_one_coarse_bin():
     s, _ = ref.make_case("one_bin_77", 4, 50000, 2048, seed=0)

@@ -1,0 +1,190 @@
+"""The engine's speed work on the CPU: where the time goes (phases, in-process and from worker
+processes, in the results and on --profile-sweep), configs compiled ahead of timing on the build
+threads, inputs made once per workload (and outputs re-poisoned between configs), adaptive
+timing, GPU pinning of workers, the new options."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from occtune.engine import bench  # noqa: E402
+from occtune.engine.options import RunOptions, TimingOptions  # noqa: E402
+from occtune.engine.phases import PHASES, PhaseClock, phase, render  # noqa: E402
+from occtune.engine.select import select  # noqa: E402
+from occtune.engine.sweep import run_sweep  # noqa: E402
+from occtune.errors import UserError  # noqa: E402
+from doubles import AxpyFamily, FakeTimer, FaultFamily  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# ---- phases ------------------------------------------------------------------------------------
+def test_phase_clock_nests_and_is_silent_without_a_clock():
+    clock = PhaseClock()
+    with phase("verify"):            # no clock running: nothing recorded anywhere
+        pass
+    with clock.running():
+        with phase("verify"):
+            with phase("reference"):
+                sum(range(20000))
+    s = clock.take()
+    assert set(s) == {"verify", "reference"} and s["reference"] > 0 and s["verify"] >= 0
+    assert clock.take() == {}
+
+
+class EventFamily(FaultFamily):
+    """FaultFamily that logs builds, warms and runs (thread names too) and opts out of nothing."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.events: list[tuple] = []
+
+    def build(self, config, device):
+        self.events.append(("build", config["v"], threading.current_thread().name))
+        return super().build(config, device)
+
+    def warm(self, built, workload, device):
+        self.events.append(("warm", built, workload["N"]))
+
+    def run(self, built, inputs):
+        self.events.append(("run", built))
+        return super().run(built, inputs)
+
+    def check(self, outputs, inputs, workload):
+        with phase("reference"):      # a family marks its reference like this
+            sum(range(1000))
+        return super().check(outputs, inputs, workload)
+
+
+def test_every_config_is_built_and_warmed_on_build_threads_before_anything_runs():
+    fam = EventFamily(n=5, build_error=[3])
+    res = run_sweep(fam, timer=FakeTimer(), progress=False, cache=False)
+    first_run = next(i for i, e in enumerate(fam.events) if e[0] == "run")
+    before = fam.events[:first_run]
+    assert {e[1] for e in before if e[0] == "build"} == {0, 1, 2, 3, 4}
+    assert {(e[1], e[2]) for e in before if e[0] == "warm"} == {(v, n) for v in (0, 1, 2, 4) for n in (8, 16)}
+    assert all(e[2].startswith("occtune-build") for e in before if e[0] == "build")
+    assert sum(e[0] == "build" for e in fam.events) == 5          # built once, ahead
+    assert res.counts() == {"ok": 8, "built_failed": 2}
+
+
+def test_phases_in_process_add_up_and_reach_the_results_and_the_profile_lines():
+    from occtune.engine.results import build_document
+
+    fam = EventFamily(n=3)
+    res = run_sweep(fam, timer=FakeTimer(), progress=False)
+    for p in ("load", "compile", "inputs", "reference", "verify", "timing", "cache"):
+        assert res.phases.get(p, 0) > 0, p
+    assert sum(res.phases.values()) <= res.wall_s * 1.01
+    doc = build_document(res, select(res, fam), "cpu", {})
+    prof = doc["sweep"]["profile"]
+    assert list(prof["phases_s"])[:len(PHASES)] == list(PHASES) and "other" in prof["phases_s"]
+    assert prof["points"] == 6 and prof["per_point_ms"] > 0
+    assert all("phases" not in r for r in doc["rows"])
+    lines = render(prof)
+    assert lines[0].startswith("sweep profile:") and any(ln.split()[0] == "verify" for ln in lines[1:])
+
+
+def test_phases_come_back_from_worker_processes():
+    res = run_sweep(FaultFamily(n=3), timer=FakeTimer(), progress=False,
+                    options=RunOptions(devices=("cpu", "cpu"), timeout_s=60))
+    assert res.counts() == {"ok": 6}
+    for p in ("load", "compile", "inputs", "verify", "timing", "cache"):
+        assert res.phases.get(p, 0) > 0, p
+
+
+def test_profile_sweep_prints_the_breakdown(capsys, tmp_path):
+    from occtune.timed import Output, run_timed
+
+    run_timed(FaultFamily(n=2), target="cpu", device="cpu", timer=FakeTimer(),
+              options=RunOptions(profile=True), output=Output(out_dir=str(tmp_path / "out"), progress=False))
+    out = capsys.readouterr().out
+    assert "sweep profile:" in out and "timing" in out and "compile" in out
+
+
+# ---- inputs once per workload -----------------------------------------------------------------
+def test_inputs_are_made_once_per_workload_and_reused_across_configs():
+    fam = FaultFamily(n=4)
+    res = run_sweep(fam, timer=FakeTimer(), progress=False, cache=False)
+    assert res.counts() == {"ok": 8}
+    assert fam.inputs_made == 2                       # one random set per workload, not per point
+
+    class Fresh(FaultFamily):
+        inputs_reusable = False
+
+    fresh = Fresh(n=4)
+    run_sweep(fresh, timer=FakeTimer(), progress=False, cache=False)
+    assert fresh.inputs_made == 16                    # verify + time, every point
+
+
+def test_a_config_that_writes_nothing_fails_although_its_predecessor_filled_the_reused_output(monkeypatch):
+    fam = AxpyFamily(sizes=(1000,))
+    real_run = fam.run
+
+    def lazy(built, inputs):          # BLOCK=1024 launches nothing: the output is whatever was there
+        return inputs["out"] if built["BLOCK"] == 1024 else real_run(built, inputs)
+
+    monkeypatch.setattr(fam, "run", lazy)
+    res = run_sweep(fam, timer=FakeTimer(), progress=False, cache=False)
+    wrong = {r["config"]["BLOCK"] for r in res.rows if r["status"] == "wrong"}
+    assert wrong == {1024} and res.counts()["ok"] == 4
+
+
+# ---- adaptive timing --------------------------------------------------------------------------
+def test_median_ci_from_order_statistics():
+    lo, med, hi = bench.median_ci(list(range(1, 101)))
+    assert lo < med < hi and med == 50.5 and (lo, hi) == (40, 61)
+    lo, med, hi = bench.median_ci([5.0] * 10)
+    assert lo == med == hi == 5.0
+
+
+def test_adaptive_collection_stops_when_steady_and_spends_the_budget_when_noisy():
+    stop = bench.Stop(ci_rel=0.01, min_reps=10)
+    steady = bench._collect(lambda n: [100.0 + 0.01 * i for i in range(n)], 500, stop)
+    assert len(steady) == 10
+    noisy_values = iter([100.0, 150.0, 70.0, 130.0] * 200)
+    noisy = bench._collect(lambda n: [next(noisy_values) for _ in range(n)], 120, stop)
+    assert len(noisy) == 120
+    assert len(bench._collect(lambda n: [1.0] * n, 37, None)) == 37          # fixed count
+
+
+def test_timing_options_build_an_adaptive_timer_by_default():
+    t = TimingOptions().timer()
+    assert t.adaptive and t.ci_rel == 0.01 and t.min_reps == 10
+    assert not TimingOptions(adaptive=False).timer().adaptive
+    timing = t(lambda: sum(range(100)), context={"device": "cpu"})
+    assert "adaptive" in timing.method and len(timing.samples_us) >= 10
+
+
+# ---- devices, options -------------------------------------------------------------------------
+def test_workers_are_pinned_to_their_gpu():
+    from occtune.engine.workers import pinned
+
+    assert pinned("cuda:1", {}) == ("1", "cuda:0")
+    assert pinned("cuda:1", {"CUDA_VISIBLE_DEVICES": "4,6"}) == ("6", "cuda:0")
+    assert pinned("cpu", {}) == (None, "cpu") and pinned("cuda", {}) == (None, "cuda")
+
+
+def test_sweep_options_reach_every_verb_and_ray_excludes_devices():
+    from click.testing import CliRunner
+
+    from occtune.cli import cli
+    from occtune.engine.options import from_cli
+
+    for verb in ("sweep", "topk", "rope"):
+        text = CliRunner().invoke(cli, [verb, "--help"]).output
+        assert "--profile-sweep" in text and "--ray" in text and "--no-adaptive" in text, verb
+    base = dict(fresh=False, cache_dir=None, devices=None, isolate=False, timeout_s=None, retry_failed=False,
+                rep_ms=100.0, warmup_ms=25.0, graph=0, adaptive=False, profile_sweep=True)
+    run, timing = from_cli(dict(base, ray="auto", timeout_s=30.0))
+    assert run.ray == "auto" and not run.in_workers and run.profile and not timing.adaptive
+    with pytest.raises(UserError, match="--ray"):
+        from_cli(dict(base, ray="10.0.0.1:6379", devices="0,1"))
