@@ -67,9 +67,10 @@ def run_request(req: SweepRequest, family: Any = None):
         raise UserError("no GPU found here; pass --target (e.g. --target gfx950) for the analytic sweep")
     target = load_target(name)
     if req.analytic or target.name != local:
-        if req.run.devices:
-            raise UserError("--devices spreads a timed sweep over GPUs; this sweep is analytic "
-                            f"(no {target.name} GPU here): drop --devices")
+        if req.run.devices or req.run.ray:
+            flag = "--devices" if req.run.devices else "--ray"
+            raise UserError(f"{flag} spreads a timed sweep over GPUs; this sweep is analytic "
+                            f"(no {target.name} GPU here): drop {flag}")
         return _analytic(family, target, configs, workloads, req)
     return _timed(family, target, configs, workloads, req)
 
