@@ -7,9 +7,9 @@ winner a slow, careful sweep picks (issue 18's targets: fresh <= 30 s, cached <=
     python3 benchmarks/sweep_speed.py --only topk --skip-careful
 
 Every sweep is a separate ``python3 -m occtune ...`` process (imports included, as a user sees
-it) with ``--json --profile-sweep``, its own point cache and results folder under ``--work``, and
-for the fresh runs an empty Triton cache (``TRITON_CACHE_DIR``): nothing is reused that a new user
-would not have. Runs, in order: ``tune topk --target sm_90`` fresh then cached, ``tune rope``
+it) with ``--json --profile-sweep``, a point cache and results folder under ``--work``, and for
+the fresh runs empty compile caches (``TRITON_CACHE_DIR``, and ``OCCTUNE_CACHE_DIR`` for occtune's
+NVRTC binaries): nothing is reused that a new user would not have; the cached runs reuse all of it. Runs, in order: ``tune topk --target sm_90`` fresh then cached, ``tune rope``
 fresh then cached (defaults otherwise: adaptive timing), then the careful sweeps of both
 (``--rep-ms 500 --no-adaptive``, fresh). Printed: process wall time, the sweep's own wall time,
 points measured / cached, the phase breakdown, the median and 90th percentile of the per-point
@@ -33,14 +33,14 @@ PHASES = ("load", "compile", "inputs", "reference", "verify", "warmup", "timing"
 VERBS = {"topk": ["topk", "--target", "sm_90"], "rope": ["rope"]}
 
 
-def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_triton: bool, timeout: float) -> dict:
-    cache, out = work / f"cache-{name}", work / f"results-{name}"
-    triton = work / f"triton-{family}-{name}" if fresh_triton else work / f"triton-{family}"
-    if fresh_triton and triton.exists():
-        shutil.rmtree(triton)
+def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compiles: bool, timeout: float) -> dict:
+    cache, out = work / f"cache-{family}", work / f"results-{name.replace(' ', '-')}"
+    compiled = work / f"compiled-{family}"          # Triton's kernel cache and occtune's NVRTC binaries
+    if fresh_compiles and compiled.exists():
+        shutil.rmtree(compiled)
     cmd = [sys.executable, "-m", "occtune", *VERBS[family], "--json", "--profile-sweep",
            "--cache", str(cache), "--out", str(out), *extra]
-    env = dict(os.environ, TRITON_CACHE_DIR=str(triton))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(compiled / "triton"), OCCTUNE_CACHE_DIR=str(compiled / "occtune"))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -115,8 +115,8 @@ def main() -> None:
     families = a.only or ["topk", "rope"]
     results, t0 = [], time.perf_counter()
     for fam in families:
-        for name, extra, fresh_triton in ((f"{fam} fresh", ["--fresh"], True), (f"{fam} cached", [], False)):
-            results.append(run_sweep(name, fam, extra, work, fresh_triton, a.timeout))
+        for name, extra, fresh in ((f"{fam} fresh", ["--fresh"], True), (f"{fam} cached", [], False)):
+            results.append(run_sweep(name, fam, extra, work, fresh, a.timeout))
             print(f"[{time.perf_counter() - t0:6.1f} s] {name}: {results[-1].get('wall_s')} s", flush=True)
         if a.two_gpus:
             name = f"{fam} fresh 2 GPUs"
@@ -125,7 +125,8 @@ def main() -> None:
     if not a.skip_careful:
         for fam in families:
             name = f"{fam} careful"
-            extra = ["--fresh", "--rep-ms", f"{a.careful_rep_ms:g}", "--no-adaptive"]
+            extra = ["--fresh", "--rep-ms", f"{a.careful_rep_ms:g}", "--no-adaptive", "--cache",
+                     str(work / f"cache-{fam}-careful")]
             results.append(run_sweep(name, fam, extra, work, False, a.timeout))
             print(f"[{time.perf_counter() - t0:6.1f} s] {name}: {results[-1].get('wall_s')} s", flush=True)
     print()

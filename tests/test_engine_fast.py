@@ -188,3 +188,36 @@ def test_sweep_options_reach_every_verb_and_ray_excludes_devices():
     assert run.ray == "auto" and not run.in_workers and run.profile and not timing.adaptive
     with pytest.raises(UserError, match="--ray"):
         from_cli(dict(base, ray="10.0.0.1:6379", devices="0,1"))
+
+
+# ---- compiled kernels kept on disk: a cached rerun compiles nothing ---------------------------
+def test_rtc_binaries_are_kept_on_disk_and_a_damaged_one_is_rebuilt(monkeypatch, tmp_path):
+    import torch
+    from torch.cuda import _utils
+
+    from occtune import rtc
+
+    monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path / "occ"))
+    calls = {"compile": 0, "load": 0}
+
+    def fake_compile(source, name, arch, include_dirs, options):
+        calls["compile"] += 1
+        return f"CUBIN[{name}|{arch}|{' '.join(options)}]".encode(), name + "_mangled"
+
+    def fake_load(binary, names):
+        calls["load"] += 1
+        if not binary.startswith(b"CUBIN["):
+            raise RuntimeError("CUDA error: device kernel image is invalid")
+        return {n: ("kernel", binary) for n in names}
+
+    monkeypatch.setattr(_utils, "_nvrtc_compile", fake_compile, raising=False)
+    monkeypatch.setattr(_utils, "_cuda_load_module", fake_load, raising=False)
+    args = (torch, None, "__global__ void k(){}", "k", "90", ["-DA=1"])
+    first = rtc._compile_or_load(*args)
+    assert first == ("kernel", b"CUBIN[k|90|-DA=1]") and calls == {"compile": 1, "load": 1}
+    assert rtc._compile_or_load(*args) == first and calls["compile"] == 1         # loaded from disk
+    rtc._compile_or_load(torch, None, "__global__ void k(){}", "k", "90", ["-DA=2"])
+    assert calls["compile"] == 2                                                  # other options: compiled
+    (binary,) = [p for p in (tmp_path / "occ" / "rtc").glob("*.bin") if b"-DA=1" in p.read_bytes()]
+    binary.write_bytes(b"garbage")
+    assert rtc._compile_or_load(*args) == first and calls["compile"] == 3          # damaged: rebuilt

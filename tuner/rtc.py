@@ -4,7 +4,10 @@
 options for the device's architecture through ``torch.cuda._compile_kernel`` (a private torch
 API: present in torch >= 2.8; on ROCm builds torch routes it through hiprtc and
 ``hipModuleLaunchKernel``), raises the dynamic shared-memory limit when asked, and caches the
-result in-process by (source hash, defines, arch). ``launch`` starts it on the current stream.
+result in-process by (source hash, defines, arch). The compiled binary is also kept on disk
+(``$OCCTUNE_CACHE_DIR/rtc`` or ``~/.cache/occtune/rtc``, keyed by source, options, arch and the
+torch/CUDA versions), so a later process only loads it: a cached rerun of a sweep compiles
+nothing. ``launch`` starts it on the current stream.
 ``kernel_attributes`` reads what the compiler allotted (registers, static shared memory).
 
 torch's launcher passes Python ints as C ``int`` and tensors as pointers: a kernel built
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -121,7 +126,7 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     torch.cuda.set_device(_device_index(torch, device))
     t0 = time.perf_counter()
     try:
-        kern = fn(source, name, compute_capability=arch, nvcc_options=list(options))
+        kern = _compile_or_load(torch, fn, source, name, arch, list(options))
     except RuntimeError as e:
         lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
         # the compiler's first "error" line says what is wrong; the first line only that it failed
@@ -142,6 +147,55 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     handle.launcher, handle.fn = driver_function(kern)
     _CACHE[key] = handle
     return handle
+
+
+def _binary_dir():
+    from occtune.engine.cache import default_dir
+
+    return default_dir() / "rtc"
+
+
+def _compile_or_load(torch, fn, source: str, name: str, arch: str, options: list[str]):
+    """torch's ``_compile_kernel`` in its two steps (NVRTC/hiprtc, then module load), with the
+    binary kept on disk between them; torch's one call where its private steps are missing."""
+    from torch.cuda import _utils
+
+    compile_, load = getattr(_utils, "_nvrtc_compile", None), getattr(_utils, "_cuda_load_module", None)
+    if compile_ is None or load is None:
+        return fn(source, name, compute_capability=arch, nvcc_options=options)
+    key = hashlib.sha256(json.dumps([source_hash(source), name, options, arch, str(torch.__version__),
+                                     str(torch.version.cuda), str(getattr(torch.version, "hip", None))]).encode()
+                         ).hexdigest()[:32]
+    path = _binary_dir() / f"{key}.bin"
+    binary = mangled = None
+    try:
+        meta = json.loads(path.with_suffix(".json").read_text())
+        binary, mangled = path.read_bytes(), meta["name"]
+    except (OSError, ValueError, KeyError):
+        pass
+    if binary is None:
+        binary, mangled = compile_(source, name, arch, None, options)
+        _store(path, binary, mangled)
+    try:
+        mod = load(binary, [mangled])
+    except RuntimeError:
+        path.unlink(missing_ok=True)      # a damaged file: compile afresh once
+        binary, mangled = compile_(source, name, arch, None, options)
+        _store(path, binary, mangled)
+        mod = load(binary, [mangled])
+    return mod[mangled] if isinstance(mod, dict) else getattr(mod, mangled)
+
+
+def _store(path, binary: bytes, mangled: str) -> None:
+    """Write the binary and its kernel name atomically; a read-only cache folder is no error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for p, data in ((path, binary), (path.with_suffix(".json"), json.dumps({"name": mangled}).encode())):
+            tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, p)
+    except OSError:
+        pass
 
 
 def _raise_dynamic_smem_limit(torch, kern, nbytes: int) -> None:
