@@ -634,3 +634,42 @@ def test_cluster_kernel_refuses_targets_without_clusters(vendor):
     assert "topk_cluster_kernel" in kernels          # ptxas -v names every entry it compiled
 
 
+def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
+    """TopkFamily.warm (the engine's ahead-of-time build) runs the launcher's own planning: after
+    it, launching every default workload (and its adversarial sets' shapes) compiles nothing."""
+    import types
+
+    import torch
+
+    from occtune.kernels.topk.family import TopkFamily
+
+    compiled = {}
+
+    def fake_compile(source, name, defines=None, device=None, dynamic_smem=0, extra_options=None):
+        key = (name, tuple(sorted((defines or {}).items())), int(dynamic_smem))   # rtc caches by these
+        return compiled.setdefault(key, rtc.RtcKernel(None, name, "90", dict(defines or {}), [], 0.0,
+                                                      int(dynamic_smem)))
+    monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
+    monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 40)   # S=8 not for 64 rows
+    monkeypatch.setattr(rtc, "launch", lambda *a, **k: None)
+    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    fam = TopkFamily()
+    for cfg in ({"lds_budget": 32768, "threads": 512, "bits": 8}, {"lds_budget": 131072, "threads": 512, "bits": 8}):
+        main = tk.build(cfg["lds_budget"], cfg["threads"], cfg["bits"])
+        for w in fam.workloads():
+            fam.warm(main, w, "cuda")
+        warmed = set(compiled)
+        for w in fam.workloads():
+            for B in {w["B"], min(w["B"], 8)}:
+                tk.topk(torch.empty(1).expand(B, w["L"]), w["K"], kernel=main)
+        assert set(compiled) == warmed, set(compiled) - warmed
+    names = {k[0] for k in compiled}
+    assert names == {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME, tk.CLUSTER_KERNEL_NAME}     # all three were needed

@@ -75,7 +75,9 @@ class TopkFamily(Family):
 
     def warm(self, built, workload, device):
         """Compile the derived kernels (split main pass, cluster kernel) that ``tk.topk`` picks
-        for this workload's shape and for its adversarial sets (at most 8 rows), without running."""
+        for this workload's shape and for its adversarial sets (at most 8 rows), without running:
+        the launcher's own planning, so the same kernels and the same driver answers are cached.
+        One config's planning runs on one build thread at a time (a kernel is compiled once)."""
         import torch
 
         L, k = int(workload["L"]), int(workload.get("K", self.k))
@@ -84,12 +86,22 @@ class TopkFamily(Family):
             return
         dev = torch.device(device)
         dev = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(dev)     # this build thread needs the device's context for the driver's answers
         nsms = torch.cuda.get_device_properties(dev).multi_processor_count
         b, t, bits = built.defines["SGL_TOPK_DYNAMIC_SMEM_BYTES"], built.defines["TOPK_THREADS"], \
             built.defines["TOPK_COARSE_BITS"]
         for B in sorted({int(workload["B"]), min(int(workload["B"]), 8)}):
-            if not tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev) and B < nsms:
-                tk._split_handle(built, b, t, bits, dev)
+            with self._lock(built, "cluster"):
+                cluster = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
+            if not cluster and B < nsms:
+                with self._lock(built, "split"):
+                    tk._split_handle(built, b, t, bits, dev)
+
+    def _lock(self, built, what: str):
+        import threading
+
+        locks = self.__dict__.setdefault("_warm_locks", {})
+        return locks.setdefault((id(built), what), threading.Lock())
 
     def built_resources(self, built, config):
         info = getattr(built, "info", {}) or {}
