@@ -4,8 +4,9 @@ Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.rtc`` with ``
 binding Triton constexpr meta-parameters) is called at most once per key per process. A build
 that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
 
-:meth:`BuildCache.prebuild` compiles every config ahead of timing on a thread pool, then calls
-``family.warm(built, workload, device)`` for every (config, workload) pair on the same pool:
+:meth:`BuildCache.prebuild` compiles every config ahead of timing on a thread pool, then asks each for
+its resources (``family.built_resources``) and calls ``family.warm(built, workload, device)`` for
+every (config, workload) pair on the same pool:
 what a run would otherwise compile on first use (Triton's shape specialisations, top-k's derived
 split and cluster kernels). NVRTC and hiprtc are called through ctypes, which releases the GIL,
 and Triton hands the last stage to ``ptxas`` in a subprocess, so the builds overlap. A ``warm``
@@ -55,6 +56,7 @@ class BuildCache:
         self.arch = device_arch(device)
         self._source = family.source_hash()
         self._built: dict[tuple, Any] = {}
+        self._resources: dict[tuple, dict | None] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
         self.n_builds = 0
@@ -90,13 +92,26 @@ class BuildCache:
         pairs = [(c, w) for c, ws in plan for w in ws]
         if workers <= 1 or len(configs) + len(pairs) <= 1:
             for c in configs:
-                self.get(c)
+                self.resources(c)
             for c, w in pairs:
                 self._warm(c, w)
             return
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="occtune-build") as pool:
             list(pool.map(self.get, configs))
-            list(pool.map(lambda cw: self._warm(*cw), pairs))
+            list(pool.map(lambda task: task(), [*(lambda c=c: self.resources(c) for c in configs),
+                                                *(lambda cw=cw: self._warm(*cw) for cw in pairs)]))
+
+    def resources(self, config: dict) -> dict | None:
+        """``family.built_resources`` of the built config as a dict (None if unknown), asked once."""
+        k = self.key(config)
+        if k not in self._resources:
+            built = self.get(config)
+            try:
+                r = None if isinstance(built, BuildFailure) else self.family.built_resources(built, config)
+            except Exception:
+                r = None
+            self._resources[k] = None if r is None else dict(vars(r))
+        return self._resources[k]
 
     def _warm(self, config: dict, workload: dict) -> None:
         built = self.get(config)

@@ -47,8 +47,10 @@ Every measured point is appended to the cache at once; a rerun re-measures nothi
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -154,7 +156,9 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
                           on_point, clock)
         elif units:
             _run_inprocess(units, family, device, timer, on_point, clock)
-    res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, hooks)
+    with clock.running(), phase("compile"):      # the analytic columns may compile (resources)
+        notes = _annotations(hooks.annotate, [r["config"] for r in rows.values()], device)
+    res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, hooks, notes)
                 for c in configs for w in workloads if cache_mod.point_key(c, w) in rows]
     res.wall_s = time.perf_counter() - t0
     res.phases = clock.seconds
@@ -225,8 +229,28 @@ def _run_isolated(units, family, devices, timer, timeout_s, on_point, clock) -> 
     WorkerPool(devs, timer, timeout_s, clock).run(units, on_point)
 
 
-def _finish(rec: dict, family, hooks: SweepHooks) -> dict:
-    annotate, peak_gbps = hooks.annotate, hooks.peak_gbps
+def _annotations(annotate, configs: list[dict], device) -> dict:
+    """``annotate(config)`` of each distinct config, on the build threads (a command's analytic
+    columns may compile or ask the driver: a cached rerun must not pay for them one by one)."""
+    if annotate is None:
+        return {}
+    todo = list({key_of(c): c for c in configs}.values())
+    with ThreadPoolExecutor(max_workers=max(1, min(32, os.cpu_count() or 1, len(todo))),
+                            thread_name_prefix="occtune-build", initializer=_use_device, initargs=(device,)) as pool:
+        return dict(zip((key_of(c) for c in todo), pool.map(annotate, todo)))
+
+
+def _use_device(device) -> None:
+    """A helper thread talks to the driver about ``device``: make its context current there."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(torch.device(device) if torch.device(device).index is not None
+                              else torch.cuda.current_device())
+
+
+def _finish(rec: dict, family, hooks: SweepHooks, notes: dict) -> dict:
+    peak_gbps = hooks.peak_gbps
     rec = dict(rec)
     t = rec.get("timing")
     if rec["status"] == "ok" and t:
@@ -239,8 +263,7 @@ def _finish(rec: dict, family, hooks: SweepHooks) -> dict:
             if peak_gbps:
                 floor_us = nbytes / (peak_gbps * 1e3)
                 rec["pct_of_floor"] = float(f"{100.0 * floor_us / t['median_us']:.4g}")
-    if annotate is not None:
-        rec.update(annotate(rec["config"]) or {})
+    rec.update(notes.get(key_of(rec["config"])) or {})
     return rec
 
 

@@ -86,7 +86,8 @@ class Runner:
             for w in unit.workloads:
                 yield point(unit.config, w, "built_failed", built.reason, phases=clock.take())
             return
-        resources = _resources(self.family, built, unit.config)
+        with clock.running(), phase("compile"):
+            resources = self.builds.resources(unit.config)
         for w in unit.workloads:
             with clock.running():
                 rec = self._one_point(unit, built, w)
@@ -121,14 +122,6 @@ class Runner:
                 return self.timer(lambda inp: family.run(built, inp), rotate=sets, context=ctx)
             inputs = sets[0]
             return self.timer(lambda: family.run(built, inputs), context=ctx)
-
-
-def _resources(family, built, config) -> dict | None:
-    try:
-        r = family.built_resources(built, config)
-    except Exception:
-        return None
-    return None if r is None else dict(vars(r))
 
 
 def verify(runner: Runner, built: Any, workload: dict, seed: int) -> tuple[bool, str, dict]:
