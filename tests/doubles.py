@@ -38,7 +38,8 @@ class FaultFamily(Family):
     ``build_error``, ``wrong``, ``hang``, ``crash`` (``os._exit`` in the process), ``device_error``
     (raises a CUDA-like error); ``interrupt_after=N`` raises KeyboardInterrupt on run number N+1.
     ``slow_s`` makes every run sleep that long; ``mark_dir`` gets an empty file per run named
-    ``<$OCCTUNE_TEST_NODE>-<pid>-v<config>`` (which node and process ran what)."""
+    ``<$OCCTUNE_TEST_NODE>-<pid>-v<config>`` (which node and process ran what) and one per build,
+    ``build-<pid>-v<config>``."""
 
     name = "fault"
     inputs_reusable = True        # run returns a new tensor and never writes its inputs
@@ -73,6 +74,8 @@ class FaultFamily(Family):
 
     def build(self, config, device):
         self.builds += 1
+        if self.mark_dir:
+            open(os.path.join(self.mark_dir, f"build-{os.getpid()}-v{config['v']}"), "a").close()
         if config["v"] in self.build_error:
             raise RuntimeError(f"ptxas error: too many resources requested for v={config['v']}")
         return config["v"]

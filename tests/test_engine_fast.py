@@ -76,6 +76,19 @@ def test_every_config_is_built_and_warmed_on_build_threads_before_anything_runs(
     assert res.counts() == {"ok": 8, "built_failed": 2}
 
 
+def test_helper_processes_build_every_config_ahead(tmp_path):
+    from occtune.engine.build import prebuild_in_processes
+
+    fam = FaultFamily(n=5, build_error=[2], mark_dir=str(tmp_path))
+    plan = [({"v": v}, ({"N": 8},)) for v in range(5)]
+    assert prebuild_in_processes(fam, plan, "cpu", processes=2) == 2
+    builds = [p.name.split("-") for p in tmp_path.iterdir()]
+    assert sorted(v for _, _, v in builds) == [f"v{v}" for v in range(5)]          # each once
+    pids = {pid for _, pid, _ in builds}
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+    assert prebuild_in_processes(fam, plan[:1], "cpu", processes=4) == 0          # one config: no helpers
+
+
 def test_phases_in_process_add_up_and_reach_the_results_and_the_profile_lines():
     from occtune.engine.results import build_document
 

@@ -55,6 +55,7 @@ class RopeBuilt:
 class RopeFamily(Family):
     name = "rope"
     inputs_reusable = True
+    compile_processes = True      # Triton's compiler holds the GIL; its disk cache carries the result
 
     def __init__(self, workloads: list | None = None):
         self._workloads = [dict(w) for w in workloads] if workloads else [deepseek_workload(t) for t in DEEPSEEK_TOKENS]

@@ -11,13 +11,19 @@ what a run would otherwise compile on first use (Triton's shape specialisations,
 split and cluster kernels). NVRTC and hiprtc are called through ctypes, which releases the GIL,
 and Triton hands the last stage to ``ptxas`` in a subprocess, so the builds overlap. A ``warm``
 that raises is ignored here: the run that needs the kernel reports the error on its point.
+
+Triton's compiler holds the GIL for most of its work, so threads do not overlap it. A family
+that says so (``compile_processes = True``) is first built and warmed by
+:func:`prebuild_in_processes`: helper processes, each with a share of the plan, whose only
+lasting effect is the compiler's on-disk cache; the sweep's own build then loads from it.
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,3 +127,32 @@ class BuildCache:
             self.family.warm(built, workload, self.device)
         except Exception:       # the run that needs it reports the error on its point
             pass
+
+
+def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device, processes: int | None = None) -> int:
+    """Build and warm ``plan`` in helper processes (see the module docstring); returns how many
+    ran. A helper that fails costs nothing but time: the sweep's own build does the work then."""
+    from occtune.engine.workunit import family_ref
+
+    n = min(len(plan), processes or max(1, min(16, (os.cpu_count() or 2) - 2)))
+    if n < 2:
+        return 0
+    ref, kwargs = family_ref(family), dict(getattr(family, "init_kwargs", {}) or {})
+    shares = [plan[i::n] for i in range(n)]
+    try:
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+            list(pool.map(_prebuild_share, [(ref, kwargs, share, str(device)) for share in shares]))
+    except Exception:          # a helper died (BrokenProcessPool), or could not start
+        pass
+    return n
+
+
+def _prebuild_share(args) -> None:
+    from occtune.engine.workunit import load_family
+
+    ref, kwargs, share, device = args
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(torch.device(device) if torch.device(device).index is not None else 0)
+    BuildCache(load_family(ref, kwargs), device).prebuild(share, workers=2)

@@ -104,6 +104,10 @@ class Family:
         ``OCCTUNE_ROPE_VARIANT_FLAT = 3``): ``tune export`` defines them in headers."""
         return {}
 
+    # True when the compiler holds the GIL (Triton) and keeps an on-disk cache: the engine then
+    # builds and warms ahead in helper processes (occtune.engine.build.prebuild_in_processes).
+    compile_processes: bool = False
+
     def warm(self, built: Any, workload: Workload, device: Any) -> None:
         """Compile ahead, without running, what :meth:`run` would compile on first use for this
         workload (JIT shape specialisations, derived kernels). Called on the engine's build

@@ -58,6 +58,7 @@ from typing import Any, Callable
 from occtune.engine import cache as cache_mod
 from occtune.engine import env
 from occtune.engine import phases as phases_mod
+from occtune.engine.build import prebuild_in_processes
 from occtune.engine.family import Family, key_of
 from occtune.engine.options import RunOptions
 from occtune.engine.phases import PhaseClock, phase
@@ -146,6 +147,10 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
         bar.advance()
 
     n_todo = sum(len(u.workloads) for u in units)
+    if units and not options.ray and getattr(family, "compile_processes", False) and str(device).startswith("cuda"):
+        with clock.running(), phase("compile"):
+            prebuild_in_processes(family, [(u.config, u.workloads) for u in units],
+                                  (options.devices or [device])[0])
     with _Progress(progress, n_todo, name) as bar:
         if options.ray:
             from occtune.engine.ray_backend import RayPool
