@@ -1,4 +1,13 @@
-"""The timed sweep: prune -> build -> verify -> time -> cache, with failures isolated.
+"""The timed sweep: prune -> build ahead -> verify -> time -> cache, with failures isolated.
+
+Order of work: every config still to measure is built and warmed before any point is timed
+(:meth:`occtune.engine.build.BuildCache.prebuild` on build threads; first in helper processes
+for families with ``compile_processes``); each workload's inputs are made once per process and
+reused by every config (``inputs_reusable``); timing stops when the median is known well enough
+(:mod:`occtune.engine.bench`, adaptive). Where the time went is counted per phase
+(:mod:`occtune.engine.phases`), in worker processes too, and kept in ``SweepResult.phases``.
+Runs in-process, in one worker process per GPU (``devices``/``isolate``) or as Ray tasks
+(``ray``: :mod:`occtune.engine.ray_backend`).
 
 Use
 ---
@@ -30,8 +39,13 @@ What the engine asks of a family (``occtune.engine.family.Family``):
   when the configs leave it out: speed-ups are against it); ``safety_key`` breaks ties (larger is safer);
   ``admissible(config, workload)`` is a hard constraint at selection (measured, never chosen).
 - ``build(config, device)`` may raise: the point becomes ``built_failed`` with the message.
-- ``make_inputs(workload, seed, device)`` must be deterministic in ``seed``; ``run`` may work in
-  place, so keep in the inputs object whatever ``check`` needs (e.g. a clone of the original).
+- ``make_inputs(workload, seed, device)`` must be deterministic in ``seed`` (one seed per
+  workload); ``run`` may work in place, so keep in the inputs object whatever ``check`` needs
+  (e.g. a clone of the original). With ``inputs_reusable = True`` one input set per workload
+  serves every config: ``reset_outputs(inputs)`` re-poisons outputs before each verification run,
+  and ``check`` may keep its reference in the inputs (inside ``phase("reference")``).
+- ``warm(built, workload, device)`` (optional) compiles ahead what ``run`` would compile on first
+  use for that workload (Triton specialisations, derived kernels).
 - ``check`` returns ``CheckResult(ok, reason, diagnostics)``; ``adversarial_inputs`` yields
   ``(name, inputs)``; every config is verified on both before it is timed.
 - ``bytes_moved(workload)`` gives GB/s and, with ``peak_gbps``, the % of the memory floor.
