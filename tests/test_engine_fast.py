@@ -186,21 +186,14 @@ def test_workers_are_pinned_to_their_gpu():
     assert pinned("cpu", {}) == (None, "cpu") and pinned("cuda", {}) == (None, "cuda")
 
 
-def test_sweep_options_reach_every_verb_and_ray_excludes_devices():
+def test_sweep_options_reach_every_verb():
     from click.testing import CliRunner
 
     from occtune.cli import cli
-    from occtune.engine.options import from_cli
 
     for verb in ("sweep", "topk", "rope"):
         text = CliRunner().invoke(cli, [verb, "--help"]).output
         assert "--profile-sweep" in text and "--ray" in text and "--no-adaptive" in text, verb
-    base = dict(fresh=False, cache_dir=None, devices=None, isolate=False, timeout_s=None, retry_failed=False,
-                rep_ms=100.0, warmup_ms=25.0, graph=0, adaptive=False, profile_sweep=True)
-    run, timing = from_cli(dict(base, ray="auto", timeout_s=30.0))
-    assert run.ray == "auto" and not run.in_workers and run.profile and not timing.adaptive
-    with pytest.raises(UserError, match="--ray"):
-        from_cli(dict(base, ray="10.0.0.1:6379", devices="0,1"))
 
 
 # ---- compiled kernels kept on disk: a cached rerun compiles nothing ---------------------------

@@ -12,7 +12,8 @@ from occtune.errors import UserError
 
 def _cli(**over):
     base = {"fresh": False, "cache_dir": None, "devices": None, "isolate": False, "timeout_s": None,
-            "retry_failed": False, "rep_ms": 100.0, "warmup_ms": 25.0, "graph": 0, "other": 1}
+            "retry_failed": False, "rep_ms": 100.0, "warmup_ms": 25.0, "graph": 0, "adaptive": True,
+            "profile_sweep": False, "ray": None, "other": 1}
     base.update(over)
     return base
 
@@ -45,6 +46,18 @@ def test_device_parser_and_machine_check():
     with pytest.raises(UserError, match="this machine has"):
         check_devices((f"cuda:{n}",))
     check_devices(None)
+
+
+def test_adaptive_timing_profile_and_ray_options():
+    run, timing = from_cli(_cli())
+    assert timing.adaptive and timing.timer().adaptive and not run.profile and run.ray is None
+    run, timing = from_cli(_cli(adaptive=False, profile_sweep=True, ray=" auto ", timeout_s=9.0))
+    assert not timing.timer().adaptive and run.profile and run.ray == "auto"
+    assert not run.in_workers and run.timeout_s == 9.0      # Ray runs the units; --timeout bounds them
+    with pytest.raises(UserError, match="--ray"):
+        from_cli(_cli(ray="auto", devices="0,1"))
+    with pytest.raises(UserError, match="--ray"):
+        from_cli(_cli(ray="auto", isolate=True))
 
 
 def test_bad_sweep_options_are_one_line_errors():
