@@ -3,6 +3,7 @@
 winner a slow, careful sweep picks (issue 18's targets: fresh <= 30 s, cached <= 1 s).
 
     python3 benchmarks/sweep_speed.py                      # one GPU: about 4-6 minutes on an H200
+    bash tools/gpu_run.sh install sweep_speed              # the same through the GPU runner (SPEED_ARGS=...)
     python3 benchmarks/sweep_speed.py --two-gpus           # also fresh sweeps on --devices 0,1
     python3 benchmarks/sweep_speed.py --only topk --skip-careful
 
@@ -104,7 +105,7 @@ def main() -> None:
     ap.add_argument("--two-gpus", action="store_true", help="Also fresh sweeps with --devices 0,1.")
     ap.add_argument("--work", help="Folder for caches and results (default: a new temporary one).")
     ap.add_argument("--out", help="Write every number as JSON here.")
-    ap.add_argument("--timeout", type=float, default=600.0, help="Seconds one sweep may take.")
+    ap.add_argument("--timeout", type=float, default=300.0, help="Seconds one sweep may take.")
     a = ap.parse_args()
     probe = subprocess.run([sys.executable, "-c", "import occtune"], capture_output=True)
     if probe.returncode:

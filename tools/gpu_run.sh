@@ -27,6 +27,8 @@ for s in "$@"; do
     fp8_tune) stage fp8_tune python3 -m occtune fp8-gemm --out "$OUT/results" --export "$OUT/fp8_export" ${FP8_TUNE_ARGS:-};;
     rope_tests) stage rope_tests python3 -m pytest -q -x tests/test_rope.py;;
     engine_tests) stage engine_tests python3 -m pytest -q tests/test_engine_gpu.py;;
+    engine_fast_tests) stage engine_fast_tests python3 -m pytest -q -rs tests/gpu/test_engine_fast_gpu.py;;
+    sweep_speed) STAGE_TIMEOUT=${SPEED_TIMEOUT:-570} TAIL=40 stage sweep_speed python3 benchmarks/sweep_speed.py --out "$OUT/sweep_speed.json" ${SPEED_ARGS:-};;
     topk_bench) stage topk_bench python3 benchmarks/bench_topk.py --out "$OUT/topk_bench.csv";;
     topk_serve) stage topk_serve_tests python3 -m pytest -q tests/gpu/test_topk_serving_gpu.py
                 stage host_probe python3 benchmarks/host_probe.py
