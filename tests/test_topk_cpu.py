@@ -636,7 +636,8 @@ def test_cluster_kernel_refuses_targets_without_clusters(vendor):
 
 def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     """TopkFamily.warm (the engine's ahead-of-time build) runs the launcher's own planning: after
-    it, launching every default workload (and its adversarial sets' shapes) compiles nothing."""
+    it, planning the launches of every default workload (and of its adversarial sets' shapes)
+    compiles nothing."""
     import types
 
     import torch
@@ -652,7 +653,6 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 40)   # S=8 not for 64 rows
-    monkeypatch.setattr(rtc, "launch", lambda *a, **k: None)
     monkeypatch.setattr(tk, "_check_args", lambda *a: None)
     monkeypatch.setattr(tk, "_NUM_SMS", {})
     monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
@@ -667,9 +667,12 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
         for w in fam.workloads():
             fam.warm(main, w, "cuda")
         warmed = set(compiled)
-        for w in fam.workloads():
-            for B in {w["B"], min(w["B"], 8)}:
-                tk.topk(torch.empty(1).expand(B, w["L"]), w["K"], kernel=main)
+        try:
+            for w in fam.workloads():
+                for B in {w["B"], min(w["B"], 8)}:
+                    tk.plan_for(torch.empty(1).expand(B, w["L"]), w["K"], kernel=main)
+        finally:
+            tk.clear_plans()              # plans of these fake kernels must not outlive the test
         assert set(compiled) == warmed, set(compiled) - warmed
     names = {k[0] for k in compiled}
     assert names == {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME, tk.CLUSTER_KERNEL_NAME}     # all three were needed
