@@ -227,3 +227,16 @@ def test_rtc_binaries_are_kept_on_disk_and_a_damaged_one_is_rebuilt(monkeypatch,
     (binary,) = [p for p in (tmp_path / "occ" / "rtc").glob("*.bin") if b"-DA=1" in p.read_bytes()]
     binary.write_bytes(b"garbage")
     assert rtc._compile_or_load(*args) == first and calls["compile"] == 3          # damaged: rebuilt
+
+
+def test_ray_address_that_does_not_answer_is_a_one_line_error():
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                       # a port nothing listens on
+    with pytest.raises(UserError, match="nothing answers"):
+        run_sweep(FaultFamily(n=2), timer=FakeTimer(), progress=False, cache=False,
+                  options=RunOptions(ray=f"127.0.0.1:{port}"))

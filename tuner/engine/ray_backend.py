@@ -66,6 +66,20 @@ def _ray():
     return ray
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT that does not answer is a one-line error now, not Ray's minutes of retries."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(f"--ray {address}: nothing answers there ({e.strerror or e}); start the head with "
+                        "'ray start --head --port=PORT' or give its HOST:PORT") from None
+
+
 class RayPool:
     """Same interface as :class:`occtune.engine.workers.WorkerPool`: ``run(units, on_point)``."""
 
@@ -80,6 +94,7 @@ class RayPool:
         t0 = time.perf_counter()
         started = not ray.is_initialized()
         if started:
+            _check_reachable(self.address)
             try:
                 ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
