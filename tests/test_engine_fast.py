@@ -240,3 +240,26 @@ def test_ray_address_that_does_not_answer_is_a_one_line_error():
     with pytest.raises(UserError, match="nothing answers"):
         run_sweep(FaultFamily(n=2), timer=FakeTimer(), progress=False, cache=False,
                   options=RunOptions(ray=f"127.0.0.1:{port}"))
+
+
+def test_rtc_compiles_a_kernel_once_however_many_build_threads_ask(monkeypatch):
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from occtune import rtc
+
+    calls = []
+
+    def slow_compile(torch, fn, source, name, defines, device, arch, options, dynamic_smem):
+        calls.append(name)
+        time.sleep(0.2)
+        return rtc.RtcKernel(None, name, arch, dict(defines or {}), options, 0.2, dynamic_smem)
+
+    monkeypatch.setattr(rtc, "_CACHE", {})
+    monkeypatch.setattr(rtc, "_torch_api", lambda: (None, None))
+    monkeypatch.setattr(rtc, "device_arch", lambda device=None: "90")
+    monkeypatch.setattr(rtc, "_compile", slow_compile)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda i: rtc.compile_kernel("src", "k", {"A": i % 2}), range(8)))
+    assert sorted(calls) == ["k", "k"]                      # two distinct kernels, each compiled once
+    assert len({id(h) for h in got}) == 2

@@ -27,6 +27,7 @@ import ctypes
 import hashlib
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +36,8 @@ from typing import Any
 from occtune.errors import UserError
 
 _CACHE: dict[tuple, "RtcKernel"] = {}
+_LOCKS: dict[tuple, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 # CUfunction_attribute / hipFunction_attribute (same numbering in both APIs).
 _ATTRS = {"max_threads_per_block": 0, "static_smem": 1, "const_bytes": 2, "local_bytes": 3,
@@ -120,6 +123,17 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(key, threading.Lock())
+    with lock:                  # build threads asking for the same kernel: one compiles, the rest wait
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = _CACHE[key] = _compile(torch, fn, source, name, defines, device, arch, options, dynamic_smem)
+    return hit
+
+
+def _compile(torch, fn, source, name, defines, device, arch, options, dynamic_smem) -> RtcKernel:
+    """One kernel compiled (or its binary loaded from disk) and set up: see :func:`compile_kernel`."""
     # Builds may run on the engine's build threads, where no CUDA context is current yet: the
     # module load then fails with "invalid device context". Make the device's primary context
     # current in this thread first (cudaSetDevice does that).
@@ -145,7 +159,6 @@ def compile_kernel(source: str, name: str, defines: dict | None = None, device: 
                        time.perf_counter() - t0, int(dynamic_smem))
     handle.info = kernel_attributes(handle)
     handle.launcher, handle.fn = driver_function(kern)
-    _CACHE[key] = handle
     return handle
 
 

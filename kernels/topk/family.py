@@ -76,8 +76,8 @@ class TopkFamily(Family):
     def warm(self, built, workload, device):
         """Compile the derived kernels (split main pass, cluster kernel) that ``tk.topk`` picks
         for this workload's shape and for its adversarial sets (at most 8 rows), without running:
-        the launcher's own planning, so the same kernels and the same driver answers are cached.
-        One config's planning runs on one build thread at a time (a kernel is compiled once)."""
+        the launcher's own planning, so the same kernels and the same driver answers are cached
+        (``occtune.rtc`` compiles a kernel once however many build threads ask for it)."""
         import torch
 
         L, k = int(workload["L"]), int(workload.get("K", self.k))
@@ -91,17 +91,8 @@ class TopkFamily(Family):
         b, t, bits = built.defines["SGL_TOPK_DYNAMIC_SMEM_BYTES"], built.defines["TOPK_THREADS"], \
             built.defines["TOPK_COARSE_BITS"]
         for B in sorted({int(workload["B"]), min(int(workload["B"]), 8)}):
-            with self._lock(built, "cluster"):
-                cluster = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
-            if not cluster and B < nsms:
-                with self._lock(built, "split"):
-                    tk._split_handle(built, b, t, bits, dev)
-
-    def _lock(self, built, what: str):
-        import threading
-
-        locks = self.__dict__.setdefault("_warm_locks", {})
-        return locks.setdefault((id(built), what), threading.Lock())
+            if not tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev) and B < nsms:
+                tk._split_handle(built, b, t, bits, dev)
 
     def built_resources(self, built, config):
         info = getattr(built, "info", {}) or {}
