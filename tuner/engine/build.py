@@ -129,9 +129,11 @@ class BuildCache:
             pass
 
 
-def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device, processes: int | None = None) -> int:
+def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device, processes: int | None = None,
+                          timeout_s: float = 600.0) -> int:
     """Build and warm ``plan`` in helper processes (see the module docstring); returns how many
-    ran. A helper that fails costs nothing but time: the sweep's own build does the work then."""
+    ran. A helper that fails or runs past ``timeout_s`` costs nothing but time: the sweep's own
+    build does the work then."""
     from occtune.engine.workunit import family_ref
 
     n = min(len(plan), processes or max(1, min(16, (os.cpu_count() or 2) - 2)))
@@ -139,11 +141,14 @@ def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device
         return 0
     ref, kwargs = family_ref(family), dict(getattr(family, "init_kwargs", {}) or {})
     shares = [plan[i::n] for i in range(n)]
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
     try:
-        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
-            list(pool.map(_prebuild_share, [(ref, kwargs, share, str(device)) for share in shares]))
-    except Exception:          # a helper died (BrokenProcessPool), or could not start
+        list(pool.map(_prebuild_share, [(ref, kwargs, share, str(device)) for share in shares],
+                      timeout=timeout_s))
+    except Exception:          # a helper died (BrokenProcessPool), could not start, or took too long
         pass
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return n
 
 

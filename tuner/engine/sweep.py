@@ -141,7 +141,8 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
         configs = [*configs, family.baseline_config()]
     workloads = workloads if workloads is not None else family.workloads()
     name = family.name or type(family).__name__
-    fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
+    with clock.running(), phase("load"):         # versions of torch, Triton, the driver: imports them
+        fp = env.fingerprint(device, name, family.source_hash(), getattr(timer, "kind", type(timer).__name__))
     with clock.running(), phase("cache"):
         store = _open_cache(cache, fp, options)
     res = SweepResult(name, str(device), fp, configs, workloads, family.baseline_config(),
