@@ -59,11 +59,10 @@ def _worker_main(conn, device: str, timer, share: list) -> None:
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     runners: dict = {}
-    for unit in share[:1]:
-        _runner(runners, unit, device, timer)
+    runner = _runner(runners, share[0], device, timer) if share else None
     t1 = time.perf_counter()
-    for unit in share[:1]:
-        _runner(runners, unit, device, timer).builds.prebuild([(u.config, u.workloads) for u in share])
+    if runner is not None:
+        runner.builds.prebuild([(u.config, u.workloads) for u in share])
     conn.send(("ready", {"load": t1 - t0, "compile": time.perf_counter() - t1}))
     while True:
         unit = conn.recv()
