@@ -10,7 +10,8 @@ winner a slow, careful sweep picks (issue 18's targets: fresh <= 30 s, cached <=
 Every sweep is a separate ``python3 -m occtune ...`` process (imports included, as a user sees
 it) with ``--json --profile-sweep``, a point cache and results folder under ``--work``, and for
 the fresh runs empty compile caches (``TRITON_CACHE_DIR``, and ``OCCTUNE_CACHE_DIR`` for occtune's
-NVRTC binaries): nothing is reused that a new user would not have; the cached runs reuse all of it. Runs, in order: ``tune topk --target sm_90`` fresh then cached, ``tune rope``
+NVRTC binaries): nothing is reused that a new user would not have; the cached runs reuse all of it.
+Runs, in order: ``tune topk --target sm_90`` fresh then cached, ``tune rope``
 fresh then cached (defaults otherwise: adaptive timing), then the careful sweeps of both
 (``--rep-ms 500 --no-adaptive``, fresh). Printed: process wall time, the sweep's own wall time,
 points measured / cached, the phase breakdown, the median and 90th percentile of the per-point

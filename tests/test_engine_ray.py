@@ -83,7 +83,8 @@ def cluster(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
                RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
     env.pop("RAY_ADDRESS", None)
-    head = _node(["--head", "--include-dashboard=false", f"--node-ip-address={HEAD_IP}", f"--port={gcs}", f"--ray-client-server-port={client}", f"--temp-dir={tmp}",
+    head = _node(["--head", "--include-dashboard=false", f"--node-ip-address={HEAD_IP}", f"--port={gcs}",
+                  f"--ray-client-server-port={client}", f"--temp-dir={tmp}",
                   f"--dashboard-agent-listen-port={ports[0]}", f"--metrics-export-port={ports[1]}",
                   f"--runtime-env-agent-port={ports[2]}", "--min-worker-port=0", "--max-worker-port=0"],
                  dict(env, OCCTUNE_TEST_NODE="head"), tmp_path / "head.log")
