@@ -1,4 +1,8 @@
-"""Atomic file writes: a results file is either the old one or the whole new one, never half."""
+"""Atomic file writes: a results file is either the old one or the whole new one, never half.
+
+Files get the mode an ordinary ``open()`` would give them (0666 less the umask: 0644 under the
+usual umask 022), not the 0600 of the temporary file, so a build account can read them.
+"""
 
 from __future__ import annotations
 
@@ -21,18 +25,28 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:    # Ctrl-C included: never leave the temporary file behind
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
+        if isinstance(e, OSError):
+            raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
+        raise
     return path
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it and putting it back: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_yaml(path: str | os.PathLike, data) -> Path:
