@@ -85,12 +85,14 @@ def test_table_output_names_the_winner(tmp_path, capsys):
     assert "* v=1" in text and "winner" in text and "wrote" in text
 
 
-def test_no_winner_still_writes_a_loadable_file(tmp_path):
-    _, _, run = _run(tmp_path, family=FaultFamily(n=2, wrong=[0, 1]))
-    doc = load_results(run.path)
-    assert doc["winner"] is None
-    r = tune("export", run.path)
-    assert_user_error(r, "no winner")
+def test_no_winner_is_an_error_naming_every_config_and_keeps_the_old_file(tmp_path):
+    _, _, run = _run(tmp_path)
+    old = run.path.read_bytes()
+    with pytest.raises(UserError, match="no config passed the hard constraints") as e:
+        run_timed(FaultFamily(n=2, wrong=[0, 1]), target="gfx950", device="cpu", timer=FakeTimer(),
+                  out_dir=tmp_path / "res", cache=False, progress=False)
+    assert "v=0" in str(e.value) and "v=1" in str(e.value) and "\n" not in str(e.value)
+    assert run.path.read_bytes() == old
 
 
 def test_parse_devices():
@@ -106,7 +108,7 @@ def test_parse_devices():
 def test_rope_bad_input_is_one_line():
     assert_user_error(tune("rope", "--block-m", "0", "--target", "gfx942"), "--block-m")
     assert_user_error(tune("rope", "--shape", "1,2", "--target", "gfx942"), "--shape")
-    assert_user_error(tune("rope", "--block-m", "24", "--target", "gfx942"), "--block-m 24")
+    assert_user_error(tune("rope", "--block-m", "24", "--target", "gfx942"), "--block-m", "'24'")
     assert_user_error(tune("rope", "--variants", "fast", "--target", "gfx942"), "--variants")
     assert_user_error(tune("rope", "--shape", "8,128,63", "--target", "gfx942"), "even")
     assert_user_error(tune("rope", "--target", "gfx9999"), "unknown target")

@@ -139,8 +139,9 @@ def test_budget_over_the_workgroup_maximum_is_a_row_not_a_crash(tmp_path):
 
 
 def test_no_winner_when_nothing_covers(tmp_path):
-    doc = tune_json("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path, env=NO_COMPILERS)
-    assert doc["winner"] is None
+    r = tune("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path, "--json", env=NO_COMPILERS)
+    assert_user_error(r, "8 KiB excluded: does not cover the required context")
+    assert r.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 def test_bad_input(tmp_path):

@@ -26,16 +26,46 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from occtune.errors import UserError
 from occtune.fsutil import atomic_write_yaml
+from occtune.validate import NAME, Rule, check_keys, load, read_yaml, spec
 
 SCHEMA = "occtune.results/2"
 SCHEMA_1 = "occtune.results/1"           # read (upgraded on load), never written
-REQUIRED = {"schema": str, "family": str, "target": str, "timed": bool, "rows": list, "provenance": dict}
+_NUMBER = Rule(float, min=0, nullable=True)
+_COUNT = Rule(int, min=0, nullable=True)
+_CONFIG_VALUE = Rule((int, float, str, bool))
+_ENTRIES = Rule(list, items=Rule(dict))
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """The top level of a results file; every key is checked, unknown keys are rejected."""
+
+    schema: str = spec(Rule(str, choices=(SCHEMA,)))
+    family: str = spec(NAME)
+    target: str = spec(NAME)
+    timed: bool = spec(Rule(bool))
+    winner: dict | None = spec(Rule(dict, nullable=True))
+    rows: list = spec(_ENTRIES)
+    provenance: dict = spec(Rule(dict))
+    assumptions: dict | list = spec(Rule((dict, list)), default=None)
+    skipped: list = spec(_ENTRIES, default=None)          # analytic: configs with no row, and why
+    per_workload: list = spec(_ENTRIES, default=None)     # timed results only, from here on
+    excluded: list = spec(_ENTRIES, default=None)
+    grid: dict = spec(Rule(dict), default=None)
+    sweep: dict = spec(Rule(dict), default=None)
+
+
+# The row fields that readers (tune report, tune export) use; a row may carry others.
+ROW_FIELDS = {
+    "config": Rule(dict), "workload": Rule(dict), "status": Rule(str), "reason": Rule(str, nullable=True),
+    "median_us": _NUMBER, "speedup": _NUMBER, "gbps": _NUMBER, "lds_budget_bytes": _COUNT,
+    "blocks_per_cu": _COUNT, "fits": Rule(bool), "covers_context": Rule(bool),
+}
 
 
 def analytic_document(result, target) -> dict:
@@ -91,40 +121,20 @@ def upgrade(doc: dict) -> dict:
 
 
 def validate(doc, where: str) -> dict:
-    if not isinstance(doc, dict):
-        raise UserError(f"{where}: not an occtune results file (expected a mapping)")
-    for key, typ in REQUIRED.items():
-        if key not in doc:
-            raise UserError(f"{where}: missing key '{key}'; is this an occtune results file?")
-        if not isinstance(doc[key], typ):
-            raise UserError(f"{where}: key '{key}' must be a {typ.__name__}")
-    if doc["schema"] != SCHEMA:
-        raise UserError(f"{where}: key 'schema' is {doc['schema']!r}; this occtune reads {SCHEMA} and {SCHEMA_1}")
-    if "winner" not in doc:
-        raise UserError(f"{where}: missing key 'winner'")
-    w = doc["winner"]
-    if w is not None:
-        if not isinstance(w, dict) or not isinstance(w.get("config"), dict):
-            raise UserError(f"{where}: key 'winner.config' must be a mapping of parameter -> value")
+    """``doc`` if it is a well-formed results document, else a UserError naming the key."""
+    top = load(ResultsFile, doc, where)
+    if top.winner is not None:
+        w = check_keys(top.winner, {"config": Rule(dict)}, where, "winner", closed=False)
+        for key in w["config"]:
+            NAME.check(key, f"{where}: a key of 'winner.config'")
+        check_keys(w["config"], dict.fromkeys(w["config"], _CONFIG_VALUE), where, "winner.config")
+    for i, row in enumerate(top.rows):
+        check_keys(row, ROW_FIELDS, where, f"rows[{i}]", required=False, closed=False)
     return doc
 
 
-def parse_yaml(text):
-    """yaml.safe_load, with libyaml's C parser where PyYAML has it (a timed results file of
-    3,000 lines: ~10x faster)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
 def load_results(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read results file {path}: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        doc = parse_yaml(text)
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    doc = read_yaml(path, "results file")
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_1:
         doc = upgrade(doc)
     return validate(doc, str(path))

@@ -8,56 +8,50 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from occtune.errors import UserError
+from occtune.validate import NAME, NON_NEGATIVE, POSITIVE, TEXT, Rule, load, read_yaml, spec
 
 
-# Required parameters and their types, per vendor. Unknown keys are rejected too.
-_NUM = (int, float)
-SCHEMA: dict[str, dict[str, type | tuple]] = {
-    "amd": {
-        "compute_units": int, "wave_size": int, "simds_per_cu": int, "max_waves_per_simd": int,
-        "max_threads_per_cu": int, "max_threads_per_workgroup": int, "max_workgroups_per_cu": int,
-        "lds_per_cu": int, "max_lds_per_workgroup": int, "lds_alloc_granularity": int,
-        "vgprs_per_simd_lane": int, "vgpr_alloc_granule": int, "max_vgprs_per_wave": int,
-        "max_sgprs": int, "sgpr_alloc_granule": int, "sgpr_waves": list,
-        "l2_bytes": int, "peak_hbm_bytes_per_s": _NUM,
-    },
-    "nvidia": {
-        "sms": int, "warp_size": int, "max_warps_per_sm": int, "max_threads_per_sm": int,
-        "max_blocks_per_sm": int, "max_threads_per_block": int, "registers_per_sm": int,
-        "registers_per_block": int, "max_regs_per_thread": int, "reg_alloc_unit": int,
-        "sub_partitions": int, "shared_per_sm": int, "max_shared_per_block_optin": int,
-        "max_shared_per_block": int, "reserved_shared_per_block": int, "shared_alloc_unit": int,
-        "l2_bytes": int, "peak_hbm_bytes_per_s": _NUM,
-    },
+# Every parameter, per vendor, and what its value may be. Unknown keys are rejected too. Counts
+# and sizes are positive (a zero granularity or SIMD count would divide by zero); the L2 size and
+# the HBM bandwidth may be 0, which marks them unknown.
+_SGPR_WAVES = Rule(list, items=Rule(list, length=2, items=POSITIVE))
+_UNKNOWN_OK = {"l2_bytes": NON_NEGATIVE, "peak_hbm_bytes_per_s": Rule(float, min=0)}
+SCHEMA: dict[str, dict[str, Rule]] = {
+    "amd": {**{k: POSITIVE for k in (
+        "compute_units", "wave_size", "simds_per_cu", "max_waves_per_simd", "max_threads_per_cu",
+        "max_threads_per_workgroup", "max_workgroups_per_cu", "lds_per_cu", "max_lds_per_workgroup",
+        "lds_alloc_granularity", "vgprs_per_simd_lane", "vgpr_alloc_granule", "max_vgprs_per_wave",
+        "max_sgprs", "sgpr_alloc_granule")}, "sgpr_waves": _SGPR_WAVES, **_UNKNOWN_OK},
+    "nvidia": {**{k: POSITIVE for k in (
+        "sms", "warp_size", "max_warps_per_sm", "max_threads_per_sm", "max_blocks_per_sm",
+        "max_threads_per_block", "registers_per_sm", "registers_per_block", "max_regs_per_thread",
+        "reg_alloc_unit", "sub_partitions", "shared_per_sm", "max_shared_per_block_optin",
+        "max_shared_per_block", "shared_alloc_unit")}, "reserved_shared_per_block": NON_NEGATIVE,
+        **_UNKNOWN_OK},
 }
 # Optional parameters of either vendor: dense (no sparsity) tensor-core peaks in FLOP/s, for "% of
 # peak" columns; a target without them simply has no such column.
-OPTIONAL: dict[str, type | tuple] = {"peak_bf16_dense_flops": _NUM, "peak_fp8_dense_flops": _NUM}
-_TOP_KEYS = {"name", "vendor", "description", "params"}
-_PARAM_KEYS = {"value", "source", "confidence"}
-_CONFIDENCE = {"confirmed", "unconfirmed"}
+OPTIONAL: dict[str, Rule] = {"peak_bf16_dense_flops": Rule(float, min=0), "peak_fp8_dense_flops": Rule(float, min=0)}
 
 
 @dataclass(frozen=True)
 class Param:
-    value: object
-    source: str
-    confidence: str = "confirmed"
+    value: object = spec(Rule())                    # checked by the vendor's SCHEMA rule
+    source: str = spec(TEXT)
+    confidence: str = spec(Rule(str, choices=("confirmed", "unconfirmed")), default="confirmed")
 
 
 @dataclass(frozen=True)
 class Target:
-    name: str
-    vendor: str            # "amd" | "nvidia"
-    description: str
-    params: dict = field(hash=False, compare=False)
+    name: str = spec(NAME)
+    vendor: str = spec(Rule(str, choices=tuple(SCHEMA)))     # "amd" | "nvidia"
+    description: str = spec(Rule(str))
+    params: dict = field(default=MISSING, hash=False, compare=False, metadata={"rule": Rule(dict)})
     path: str = ""
 
     def __getattr__(self, key):
@@ -88,66 +82,27 @@ def targets_dir() -> Path:
     return profiles_dir() / "targets"
 
 
-def _type_ok(value, typ) -> bool:
-    if isinstance(value, bool):
-        return False
-    if typ is int:
-        return isinstance(value, int)
-    return isinstance(value, typ)
-
-
 def parse_target(data, path: str) -> Target:
     """Validate one target document; any problem names the file and the key."""
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping with keys name, vendor, description, params")
-    for key in sorted(_TOP_KEYS - set(data)):
-        raise UserError(f"{path}: missing key '{key}'")
-    for key in sorted(set(data) - _TOP_KEYS):
-        raise UserError(f"{path}: unknown key '{key}' (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    vendor = data["vendor"]
-    if vendor not in SCHEMA:
-        raise UserError(f"{path}: key 'vendor' must be one of {', '.join(SCHEMA)}, got {vendor!r}")
-    if not isinstance(data["name"], str) or not data["name"]:
-        raise UserError(f"{path}: key 'name' must be a non-empty string")
-    raw = data["params"]
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: key 'params' must be a mapping of parameter -> {{value, source}}")
-    schema = SCHEMA[vendor]
-    for key in schema:
-        if key not in raw:
+    target = load(Target, data, path, path=path)
+    rules = SCHEMA[target.vendor]
+    for key in rules:
+        if key not in target.params:
             raise UserError(f"{path}: missing key 'params.{key}'")
     params = {}
-    for key, entry in raw.items():
-        where = f"params.{key}"
-        typ = schema.get(key, OPTIONAL.get(key))
-        if typ is None:
-            raise UserError(f"{path}: unknown key '{where}' for a {vendor} target")
-        if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
-            raise UserError(f"{path}: key '{where}' must be a mapping with 'value' and 'source'")
-        extra = set(entry) - _PARAM_KEYS
-        if extra:
-            raise UserError(f"{path}: key '{where}' has unknown field(s) {', '.join(sorted(extra))}")
-        if not _type_ok(entry["value"], typ):
-            want = getattr(typ, "__name__", "number")
-            raise UserError(f"{path}: key '{where}.value' must be {want}, got {entry['value']!r}")
-        if not isinstance(entry["source"], str) or not entry["source"].strip():
-            raise UserError(f"{path}: key '{where}.source' must name where the value comes from")
-        conf = entry.get("confidence", "confirmed")
-        if conf not in _CONFIDENCE:
-            raise UserError(f"{path}: key '{where}.confidence' must be confirmed or unconfirmed")
-        params[key] = Param(entry["value"], entry["source"], conf)
-    return Target(data["name"], vendor, str(data["description"]), params, path)
+    for key, entry in target.params.items():
+        where = f"{path}: key 'params.{key}'"
+        rule = rules.get(key) or OPTIONAL.get(key)
+        if rule is None:
+            raise UserError(f"{path}: unknown key 'params.{key}' for a {target.vendor} target")
+        param = load(Param, entry, where)
+        params[key] = replace(param, value=rule.check(param.value, f"{path}: key 'params.{key}.value'"))
+    return replace(target, params=params)
 
 
 def load_target_file(path: str | Path) -> Target:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UserError(f"cannot read target profile {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    target = parse_target(data, str(path))
+    target = parse_target(read_yaml(path, "target profile"), str(path))
     if target.name != path.stem:
         raise UserError(f"{path}: key 'name' is {target.name!r} but the file is named {path.stem!r}")
     return target

@@ -10,6 +10,7 @@ one JSON document instead. Commands add their own columns through ``columns``.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,9 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
     if not res.rows:
         raise UserError("the sweep has no points: every config was pruned or no workload was given")
     sel = select(res, family)
+    if sel.winner is None:      # nothing to recommend: say why per config, keep any older results
+        reasons = "; ".join(f"{_short(json.loads(cfg))}: {why}" for cfg, why in sel.excluded.items())
+        raise UserError(f"{sel.explanation}; nothing written. {reasons}")
     assumptions = output.assumptions() if callable(output.assumptions) else output.assumptions
     assumptions = dict(assumptions or {}, timed=True, selection=_SELECTION_RULE)
     doc = plain(build_document(res, sel, target, assumptions))

@@ -107,7 +107,7 @@ def nearest(dims: list[str], entries: list[tuple[dict, dict]], workload: dict) -
 
 @functools.lru_cache(maxsize=32)
 def _table(path: str, mtime_ns: int):
-    from occtune.results import parse_yaml
+    from occtune.validate import parse_yaml
 
     try:
         with open(path, encoding="utf-8") as f:

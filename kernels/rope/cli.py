@@ -14,7 +14,8 @@ import click
 
 from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
-from occtune.units import parse_int_list
+from occtune.kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES
+from occtune.validate import Rule, ValueList
 
 DEFAULT_VARIANTS = "flat,batched"     # the reported fastest shape and sglang's default; 'all' for every one
 HEAD_DIM = 512                        # DeepSeek-V4: rope on the last 64 columns of a 512-wide head
@@ -33,15 +34,9 @@ def parse_shape(text: str) -> dict:
     return deepseek_workload(T, H, D, head_dim=max(HEAD_DIM, D))
 
 
-def parse_grid(block_m: str, num_warps: str, variants: str) -> list[dict]:
-    from occtune.kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES, VARIANT_NAMES
+def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
+    from occtune.kernels.rope.config import VARIANT_NAMES
 
-    bms = parse_int_list(block_m, "--block-m")
-    nws = parse_int_list(num_warps, "--num-warps")
-    for what, vals, allowed in (("--block-m", bms, BLOCK_M_VALUES), ("--num-warps", nws, NUM_WARPS_VALUES)):
-        bad = [v for v in vals if v not in allowed]
-        if bad:
-            raise UserError(f"{what} {bad[0]} is not supported; choose from {','.join(map(str, allowed))}")
     names = list(VARIANT_NAMES) if variants.strip() == "all" else [v.strip() for v in variants.split(",") if v.strip()]
     bad = [v for v in names if v not in VARIANT_NAMES]
     if bad or not names:
@@ -51,8 +46,10 @@ def parse_grid(block_m: str, num_warps: str, variants: str) -> list[dict]:
 
 
 @click.command("rope")
-@click.option("--block-m", default="8,16,32,64,128", show_default=True, help="BLOCK_M values to sweep.")
-@click.option("--num-warps", default="1,2,4,8", show_default=True, help="num_warps values to sweep.")
+@click.option("--block-m", type=ValueList(Rule(int, choices=BLOCK_M_VALUES), "8,16,32"), default="8,16,32,64,128",
+              show_default=True, help="BLOCK_M values to sweep.")
+@click.option("--num-warps", type=ValueList(Rule(int, choices=NUM_WARPS_VALUES), "1,2,4"), default="1,2,4,8",
+              show_default=True, help="num_warps values to sweep.")
 @click.option("--variants", default=DEFAULT_VARIANTS, show_default=True,
               help="Kernel variants (token,batched,tile,flat,heads) or 'all'.")
 @click.option("--shape", "shapes", multiple=True, metavar="T,H,D",

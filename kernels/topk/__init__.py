@@ -24,6 +24,7 @@ from occtune import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
 from occtune.tuned import tuned_config
+from occtune.validate import SIZE, Rule
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
@@ -33,6 +34,11 @@ MAX_CLUSTER = 8                       # portable thread-block cluster size (sm_9
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
+# What the kernel accepts (checked by ``defines``, by the profile and by the CLI options).
+BITS_RULE = Rule(int, choices=(8, 12))                    # coarse-key width
+THREADS_RULE = Rule(int, min=64, max=1024, multiple=64)   # threads per block
+BUDGET_RULE = Rule(SIZE, min=64, multiple=8)              # dynamic LDS bytes
+K_RULE = Rule(int, min=1, max=MAX_K)                      # top-k size
 # Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
 PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-bound single pass
 
@@ -41,17 +47,11 @@ def read_source() -> str:
     return SOURCE_PATH.read_text(encoding="utf-8")
 
 
-
 def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
     """The compile-time macros of one config (validated)."""
-    if bits not in (8, 12):
-        raise UserError(f"coarse key width must be 8 or 12 bits, got {bits}")
-    if threads % 64 or not 64 <= threads <= 1024:
-        raise UserError(f"threads must be a multiple of 64 between 64 and 1024, got {threads}")
-    if budget < 64 or budget % 8:
-        raise UserError(f"LDS budget must be a multiple of 8 bytes and at least 64, got {budget}")
-    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": int(budget), "TOPK_THREADS": int(threads),
-            "TOPK_COARSE_BITS": int(bits)}
+    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": BUDGET_RULE.check(budget, "LDS budget"),
+            "TOPK_THREADS": THREADS_RULE.check(threads, "threads"),
+            "TOPK_COARSE_BITS": BITS_RULE.check(bits, "coarse key width")}
 
 
 @functools.lru_cache(maxsize=1024)

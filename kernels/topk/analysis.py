@@ -97,26 +97,29 @@ def timed_overflows(results_dir, required_context: int) -> dict:
     return found
 
 
+def exclusion(row: dict) -> str:
+    """Why a row cannot win: it does not fit, or its candidate list is too short."""
+    if not row["fits"]:
+        return row["reason"]
+    return (f"does not cover the required context ({row['tie_capacity_entries']:,} entries, needs "
+            f"{row['required_entries']:,}: {row['capacity_bound']})")
+
+
 def select_analytic(rows: list[dict]) -> tuple[dict | None, str]:
-    """Highest occupancy among rows that fit and cover the context; ties toward more headroom."""
+    """Highest occupancy among rows that fit and cover the context; ties toward more headroom.
+    Without a winner the reason names every budget's exclusion."""
     ok = [r for r in rows if r["fits"] and r["covers_context"]]
+    skipped = [f"{r['lds_budget_bytes'] // 1024} KiB excluded: {exclusion(r)}" for r in rows if r not in ok]
     if not ok:
-        why = "no budget both fits on the target and covers the required context with headroom"
-        return None, why
+        return None, "no budget both fits on the target and covers the required context: " + "; ".join(skipped)
     best = max(ok, key=lambda r: (r["blocks_per_cu"], r["lds_budget_bytes"]))
     tied = [r for r in ok if r["blocks_per_cu"] == best["blocks_per_cu"] and r is not best]
-    skipped = [r for r in rows if r not in ok]
     parts = [f"{best['lds_budget_bytes'] // 1024} KiB gives {best['blocks_per_cu']} block(s) per CU/SM, the most among "
              f"budgets that fit and cover the context"]
     if tied:
         parts.append("tied on occupancy with " + ", ".join(f"{r['lds_budget_bytes'] // 1024} KiB" for r in tied)
                      + "; the larger budget wins (more candidate headroom)")
-    for r in skipped:
-        cause = r["reason"] if not r["fits"] else (
-            f"does not cover the required context ({r['tie_capacity_entries']:,} entries, needs "
-            f"{r['required_entries']:,}: {r['capacity_bound']})")
-        parts.append(f"{r['lds_budget_bytes'] // 1024} KiB excluded: {cause}")
-    return best, "; ".join(parts)
+    return best, "; ".join(parts + skipped)
 
 
 def entries_needed(sweep: TopkSweep, bits: int) -> int:

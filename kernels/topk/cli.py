@@ -26,10 +26,11 @@ from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
 from occtune.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
-from occtune.kernels.topk.profile import load_topk_profile
+from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
+from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
 from occtune.results import SCHEMA, results_path, write_results
 from occtune.targets import load_target
-from occtune.units import parse_int_list, parse_size, parse_size_list
+from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, ValueList
 
 
 def _measured_stats(scores: str, bits: int, k: int):
@@ -46,41 +47,39 @@ def _add_overflow_counts(rows: list[dict], stats, bits: int, bytes_per_entry: in
 
 
 def build_sweep(profile, budgets, threads, static_lds, bits, required_context, headroom, max_candidates):
-    sweep = TopkSweep(
-        budgets=tuple(parse_size_list(budgets, "--budgets")) if budgets else profile.budgets,
-        threads=threads or profile.threads,
-        static_lds=parse_size(static_lds, "--static-lds") if static_lds is not None else profile.static_lds,
-        bytes_per_entry=profile.bytes_per_entry,
-        bits=bits or profile.coarse_bits,
-        required_context=required_context or profile.required_context,
-        headroom=headroom if headroom is not None else profile.headroom,
-        max_candidates=max_candidates,
-    )
-    if sweep.threads <= 0:
-        raise UserError(f"--threads must be positive, got {sweep.threads}")
-    if sweep.headroom < 1:
-        raise UserError(f"--headroom must be >= 1 (a safety factor), got {sweep.headroom}")
-    return sweep
+    """The sweep from the (already validated) options; an option not given takes the profile's value."""
+    def given(value, default):
+        return default if value is None else value
+
+    return TopkSweep(budgets=tuple(dict.fromkeys(given(budgets, profile.budgets))),
+                     threads=given(threads, profile.threads), static_lds=given(static_lds, profile.static_lds),
+                     bytes_per_entry=profile.bytes_per_entry, bits=given(bits, profile.coarse_bits),
+                     required_context=given(required_context, profile.required_context),
+                     headroom=given(headroom, profile.headroom), max_candidates=max_candidates)
 
 
 @click.command("topk")
 @click.option("--target", "target_name", required=True, help="Target, e.g. gfx950, gfx942, sm_90.")
-@click.option("--budgets", help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
-@click.option("--threads", help="Threads per block (default: profile, 512); the timed sweep takes a list, "
-                                "e.g. 512,1024.")
-@click.option("--static-lds", help="Static LDS per block (default: the compiled kernel's; the profile's 7 KiB "
-                                    "estimate without a compiler).")
-@click.option("--bits", type=click.Choice(["8", "12"]), help="Coarse-key width (default: profile, 8).")
-@click.option("--required-context", type=int, help="Tokens a row must hold (default 1048576).")
-@click.option("--headroom", type=float, help="Safety factor on the required context (default 1.25).")
+@click.option("--budgets", type=ValueList(BUDGET_RULE, "32K,40K,48K,128K"),
+              help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
+@click.option("--threads", type=ValueList(THREADS_RULE, "512,1024"),
+              help="Threads per block (default: profile, 512); the timed sweep takes a list, e.g. 512,1024.")
+@click.option("--static-lds", type=SIZE_VALUE, help="Static LDS per block (default: the compiled kernel's; the "
+                                                    "profile's 7 KiB estimate without a compiler).")
+@click.option("--bits", type=Value(BITS_RULE), help="Coarse-key width: 8 or 12 (default: profile).")
+@click.option("--required-context", type=Value(CONTEXT_RULE), help="Tokens a row must hold (default 1048576).")
+@click.option("--headroom", type=Value(HEADROOM_RULE),
+              help="Safety factor (1..1000) on the required context (default 1.25).")
 @click.option("--scores", type=click.Path(), help="Score rows (.pt/.npy/.safetensors): use the measured tie bound.")
 @click.option("--profile", "profile_path", type=click.Path(), help="Kernel profile (default: the family's profile.yaml).")
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--analytic", is_flag=True, help="The analytic sweep even on the local GPU's target.")
-@click.option("--batch", default="1,8,64,256", show_default=True, help="Timed: batch sizes (rows).")
-@click.option("--lengths", default="8K,64K,128K,1M", show_default=True, help="Timed: row lengths (K = 1024).")
+@click.option("--batch", type=POSITIVE_INT_LIST, default="1,8,64,256", show_default=True,
+              help="Timed: batch sizes (rows).")
+@click.option("--lengths", type=SIZE_LIST, default="8K,64K,128K,1M", show_default=True,
+              help="Timed: row lengths (K = 1024).")
 @sweep_options
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
             profile_path, out_dir, no_write, as_json, analytic, batch, lengths, **opts):
@@ -88,9 +87,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     run_opts, timing = from_cli(opts)
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
-    nbits = int(bits) if bits else profile.coarse_bits
-    threads_list = parse_int_list(threads, "--threads") if threads is not None else [profile.threads]
-    threads_list = list(dict.fromkeys(threads_list))      # order kept, repeats dropped
+    nbits = bits or profile.coarse_bits
+    threads_list = list(dict.fromkeys(threads or [profile.threads]))      # order kept, repeats dropped
     max_cand, tie_summary, stats = None, None, None
     if scores:
         stats = _measured_stats(scores, nbits, profile.k)
@@ -108,11 +106,13 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
         raise UserError("--devices spreads a timed sweep over GPUs; this sweep is analytic "
                         f"(no {target.name} GPU here, or --analytic): drop --devices")
     if len(threads_list) > 1:
-        raise UserError(f"--threads {threads}: the analytic sweep compares budgets at one block size (blocks per "
-                        f"{'CU' if target.is_amd else 'SM'} are not comparable across sizes); give one value, or "
-                        "run on a GPU of this target for the timed sweep, which takes several")
+        raise UserError(f"--threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
+                        f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "
+                        "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes several")
     sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
     rows, winner, why = result.rows, result.winner, result.why
+    if winner is None:       # nothing to recommend: say why per budget, write nothing
+        raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}")
     if stats is not None:
         _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
@@ -214,6 +214,14 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     }
 
 
+def _other_width_hint(sweep) -> str:
+    other = _other_width(sweep) if sweep.max_candidates is None else None
+    if not other or other["budget_bytes"] > max(sweep.budgets):
+        return ""
+    return (f"; the same bound at {other['bits']} bits needs {other['required_entries']:,} entries "
+            f"({other['budget_bytes'] // 1024} KiB): try --bits {other['bits']}")
+
+
 def _capacity_label(sweep) -> str:
     from occtune.kernels.topk.capacity import WORST_LABEL
 
@@ -264,15 +272,8 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
     console.print(table)
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
-    if winner is None:
-        console.print(f"[bold red]no winner[/]: {why}")
-        other = notes.get("other_width")
-        if other and other["budget_bytes"] <= max(sweep.budgets):
-            console.print(f"the same bound at {other['bits']} bits needs {other['required_entries']:,} entries "
-                          f"({other['budget_bytes'] // 1024} KiB): try --bits {other['bits']}")
-    else:
-        console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
-                      f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
+    console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
+                  f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
     if target.unconfirmed():
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
     if path:
@@ -413,10 +414,8 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
     from occtune.engine.sweep import SweepHooks, default_configs
     from occtune.kernels.topk.family import TopkFamily
     from occtune.timed import Output, run_timed
-    from occtune.units import parse_int_list
 
-    workloads = [{"B": b, "L": n, "K": profile.k} for b in parse_int_list(batch, "--batch")
-                 for n in parse_size_list(lengths, "--lengths")]
+    workloads = [{"B": b, "L": n, "K": profile.k} for b in batch for n in lengths]
     fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
     chk = _TimedChecks(target, sweep)
     fam.admissible = chk.admissible

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import struct
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -122,7 +124,7 @@ def load_lengths(path: str | Path, rows: int, length: int, key: str = "lengths")
                             ".safetensors or .txt")
     except UserError:
         raise
-    except (ValueError, OSError, EOFError) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         raise UserError(f"{path}: cannot read lengths ({_short(e)})") from None
     return check_lengths(path, np.asarray(arr), rows, length)
 
@@ -255,8 +257,8 @@ def _open_npz(path: Path, key: str | None) -> ScoreSource:
             lengths = z["lengths"] if "lengths" in names and name != "lengths" else None
     except UserError:
         raise
-    except (ValueError, OSError, EOFError, KeyError) as e:
-        raise UserError(f"{path}: not a readable .npz file ({_short(e)})") from None
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+        raise UserError(f"{path}: not a readable .npz file ({_short(e)}); is it truncated?") from None
     return _source_from_numpy(path, arr, lengths)
 
 

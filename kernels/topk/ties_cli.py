@@ -14,11 +14,14 @@ from rich.table import Table
 
 from occtune.errors import UserError
 from occtune.output import console, emit_json, err_console
-from occtune.units import format_size, parse_int_list, parse_size_list
+from occtune.kernels.topk import BITS_RULE, K_RULE
+from occtune.units import format_size
+from occtune.validate import NON_NEGATIVE, POSITIVE_INT, SIZE_LIST, Value, ValueList
 
 DEFAULT_BUDGETS = "32K,40K,48K,128K"
 DEFAULT_LENGTHS = "8K,64K,128K,1M"
 PROGRESS_MIN_BYTES = 256 << 20
+MAX_SYNTHETIC_VALUES = 1 << 30        # 4 GiB of float32 per family and length
 
 
 def _fmt_len(n: int) -> str:
@@ -40,40 +43,32 @@ def _budget_cell(nbytes: int) -> str:
 @click.option("--lengths-file", type=click.Path(dir_okay=False, path_type=str),
               help="Valid length per row (.npy, .npz, .pt, .safetensors, .txt); "
                    "default: the file's own 'lengths', else the full row.")
-@click.option("--bits", default="8,12", show_default=True, help="Coarse-key widths (1..16).")
-@click.option("--k", "k", default=2048, show_default=True, type=int, help="Top-k size K.")
-@click.option("--budgets", default=DEFAULT_BUDGETS, show_default=True,
+@click.option("--bits", type=ValueList(BITS_RULE, "8,12"), default="8,12", show_default=True,
+              help="Coarse-key widths the kernel has (8, 12).")
+@click.option("--k", "k", default=2048, show_default=True, type=Value(K_RULE), help="Top-k size K (1..2048).")
+@click.option("--budgets", type=SIZE_LIST, default=DEFAULT_BUDGETS, show_default=True,
               help="Dynamic LDS budgets to check for overflow.")
-@click.option("--bytes-per-entry", default=8, show_default=True, type=int,
+@click.option("--bytes-per-entry", default=8, show_default=True, type=POSITIVE_INT,
               help="LDS bytes per tie candidate (8: double-buffered 4-byte indices).")
 @click.option("--families", default="all", show_default=True,
               help="Synthetic families (no --scores): normal, heavy-tailed, low-entropy, "
                    "bf16-rounded, relu, narrow, or 'all'.")
-@click.option("--lengths", "lengths_text", default=DEFAULT_LENGTHS, show_default=True,
+@click.option("--lengths", "lengths", type=SIZE_LIST, default=DEFAULT_LENGTHS, show_default=True,
               help="Synthetic row lengths (no --scores); K = 1024, M = 1024*1024.")
-@click.option("--rows", default=16, show_default=True, type=int, help="Synthetic rows per family/length.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Synthetic seed.")
-@click.option("--chunk-rows", type=int, help="Rows read per chunk (default: ~8 MiB of scores).")
+@click.option("--rows", default=16, show_default=True, type=POSITIVE_INT, help="Synthetic rows per family/length.")
+@click.option("--seed", default=0, show_default=True, type=Value(NON_NEGATIVE), help="Synthetic seed.")
+@click.option("--chunk-rows", type=POSITIVE_INT, help="Rows read per chunk (default: ~8 MiB of scores).")
 @click.option("--per-row", is_flag=True, help="With --json: include every row's candidates.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def command(scores_path, key, lengths_file, bits, k, budgets, bytes_per_entry, families,
-            lengths_text, rows, seed, chunk_rows, per_row, as_json):
+            lengths, rows, seed, chunk_rows, per_row, as_json):
     """Tie-candidate counts per row exactly as the radix top-k kernel bins them."""
-    bits_list = parse_int_list(bits, "--bits")
-    budget_list = parse_size_list(budgets, "--budgets")
-    if k <= 0:
-        raise UserError(f"--k must be a positive integer, got {k}")
-    if bytes_per_entry <= 0:
-        raise UserError(f"--bytes-per-entry must be positive, got {bytes_per_entry}")
-    if chunk_rows is not None and chunk_rows <= 0:
-        raise UserError(f"--chunk-rows must be positive, got {chunk_rows}")
     if scores_path is None:
         if lengths_file or key:
             raise UserError("--lengths-file and --key need --scores FILE")
-        _synthetic(bits_list, k, budget_list, bytes_per_entry, families, lengths_text, rows, seed,
-                   as_json)
+        _synthetic(bits, k, budgets, bytes_per_entry, families, lengths, rows, seed, as_json)
         return
-    _from_file(scores_path, key, lengths_file, bits_list, k, budget_list, bytes_per_entry,
+    _from_file(scores_path, key, lengths_file, bits, k, budgets, bytes_per_entry,
                chunk_rows, per_row, as_json)
 
 
@@ -145,16 +140,15 @@ def _overflow_table(st, budgets, bpe):
 # ----------------------------------------------------------------------------- synthetic
 
 
-def _synthetic(bits, k, budgets, bpe, families, lengths_text, rows, seed, as_json):
+def _synthetic(bits, k, budgets, bpe, families, lengths, rows, seed, as_json):
     from occtune.kernels.topk.synthetic import FAMILIES, parse_families, synthetic_scores
     from occtune.kernels.topk.ties import tie_stats
 
     names = parse_families(families)
-    lengths = parse_size_list(lengths_text, "--lengths")
-    if any(n <= 0 for n in lengths):
-        raise UserError("--lengths: row lengths must be positive")
-    if rows <= 0:
-        raise UserError(f"--rows must be positive, got {rows}")
+    if rows * max(lengths) > MAX_SYNTHETIC_VALUES:
+        raise UserError(f"--rows {rows} x --lengths {_fmt_len(max(lengths))} is more than the "
+                        f"{MAX_SYNTHETIC_VALUES >> 28} GiB of float32 one synthetic draw may take; "
+                        "use fewer rows or shorter lengths")
     results = []
     t0 = time.perf_counter()
     with err_console.status("generating and binning synthetic rows") as status:

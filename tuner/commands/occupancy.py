@@ -9,7 +9,8 @@ from occtune.errors import UserError
 from occtune.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
 from occtune.targets import load_target
-from occtune.units import format_size, parse_size
+from occtune.units import format_size
+from occtune.validate import NON_NEGATIVE, POSITIVE_INT, SIZE_VALUE, Value
 
 _LIMIT_HELP = {
     "waves": "wave slots per CU (max waves/SIMD x SIMDs) and workgroup barriers",
@@ -23,40 +24,33 @@ _LIMIT_HELP = {
 }
 
 
-def _count(value: int | None, flag: str) -> int:
-    if value is None:
-        return 0
-    if value < 0:
-        raise UserError(f"{flag} cannot be negative ({value})")
-    return value
+COUNT = Value(NON_NEGATIVE)
 
 
 @click.command("occupancy")
 @click.option("--target", "target_name", required=True, help="Target name, e.g. gfx950, sm_90 (see `tune targets`).")
-@click.option("--threads", type=int, required=True, help="Threads per block / workgroup.")
-@click.option("--static-lds", default="0", help="Static LDS / shared memory per block: 7168, 7K, 7KB, 7KiB.")
-@click.option("--dynamic-lds", default="0", help="Dynamic LDS / shared memory per block.")
-@click.option("--vgprs", type=int, help="AMD: arch VGPRs per lane.")
-@click.option("--agprs", type=int, help="AMD: accumulation VGPRs per lane.")
-@click.option("--sgprs", type=int, help="AMD: SGPRs per wave.")
-@click.option("--regs", type=int, help="NVIDIA: registers per thread.")
+@click.option("--threads", type=POSITIVE_INT, required=True, help="Threads per block / workgroup.")
+@click.option("--static-lds", type=SIZE_VALUE, default="0",
+              help="Static LDS / shared memory per block: 7168, 7K, 7KB, 7KiB.")
+@click.option("--dynamic-lds", type=SIZE_VALUE, default="0", help="Dynamic LDS / shared memory per block.")
+@click.option("--vgprs", type=COUNT, help="AMD: arch VGPRs per lane.")
+@click.option("--agprs", type=COUNT, help="AMD: accumulation VGPRs per lane.")
+@click.option("--sgprs", type=COUNT, help="AMD: SGPRs per wave.")
+@click.option("--regs", type=COUNT, help="NVIDIA: registers per thread.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def command(target_name, threads, static_lds, dynamic_lds, vgprs, agprs, sgprs, regs, as_json):
     """Occupancy of one kernel configuration on a target, with the limiting resource."""
     target = load_target(target_name)
-    if threads <= 0:
-        raise UserError(f"--threads must be a positive number of threads per block, got {threads}")
+    most = target.max_threads_per_workgroup if target.is_amd else target.max_threads_per_block
+    if threads > most:      # no kernel launches like this: not an occupancy question
+        raise UserError(f"--threads {threads}: {target.name} allows at most {most} threads per "
+                        f"{'workgroup' if target.is_amd else 'block'}")
     if target.is_amd and regs is not None:
         raise UserError(f"--regs is for NVIDIA targets; for {target.name} give --vgprs/--agprs/--sgprs")
     if not target.is_amd and any(v is not None for v in (vgprs, agprs, sgprs)):
         raise UserError(f"--vgprs/--agprs/--sgprs are for AMD targets; for {target.name} give --regs")
-    res = KernelResources(
-        threads=threads,
-        static_lds=parse_size(static_lds, "--static-lds"),
-        dynamic_lds=parse_size(dynamic_lds, "--dynamic-lds"),
-        vgprs=_count(vgprs, "--vgprs"), agprs=_count(agprs, "--agprs"),
-        sgprs=_count(sgprs, "--sgprs"), regs=_count(regs, "--regs"),
-    )
+    res = KernelResources(threads=threads, static_lds=static_lds, dynamic_lds=dynamic_lds, vgprs=vgprs or 0,
+                          agprs=agprs or 0, sgprs=sgprs or 0, regs=regs or 0)
     occ = occupancy(target, res)
     if as_json:
         doc = occ.to_dict()

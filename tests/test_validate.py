@@ -1,0 +1,196 @@
+"""Every invalid input is a one-line error (exit 2) and writes nothing (issue 15, item 2).
+
+Runs the CLI in this process (clihelp.run_main): no subprocess per case.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from clihelp import check_user_error, run_main
+from occtune.errors import UserError
+from occtune.targets import targets_dir
+from occtune.validate import POSITIVE, SIZE, Rule
+
+
+def _tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+@pytest.mark.parametrize("rule, good, bad", [
+    (POSITIVE, [1, 10**12], [0, -5, 1.5, True, "3", None]),
+    (Rule(float, min=1), [1, 1.25, 10**9], [0.5, math.nan, math.inf, -math.inf, 10**400, "1.5", False]),
+    (Rule(SIZE, min=64, multiple=8), [64, "40K", "40KiB"], [0, 60, 65, "40Q", -8, 1.0, True]),
+    (Rule(int, choices=(8, 12)), [8, 12], [7, 16, "8"]),
+    (Rule(list, items=Rule(list, length=2, items=POSITIVE)), [[], [[80, 10]]], [[[80]], [[80, 0]], "x", [5]]),
+])
+def test_rules(rule, good, bad):
+    for v in good:
+        rule.check(v, "x")
+    for v in bad:
+        with pytest.raises(UserError, match=r"^x(\[\d+\])* must be "):
+            rule.check(v, "x")
+
+
+# ----------------------------------------------------------------------------- tune topk options
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--threads", "4096"], "--threads"),
+    (["--budgets", "0"], "--budgets"),
+    (["--budgets", ""], "--budgets"),
+    (["--required-context", "0"], "--required-context"),
+    (["--required-context", "-5"], "--required-context"),
+    (["--headroom", "nan"], "--headroom"),
+    (["--headroom", "inf"], "--headroom"),
+    (["--bits", "7"], "--bits"),
+    (["--timeout", "0"], "--timeout"),
+    (["--batch", "0"], "--batch"),
+])
+def test_topk_bad_options(capsys, tmp_path, args, fragment):
+    err = check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--out", tmp_path, *args), fragment)
+    assert "run 'tune topk --help'" in err
+    assert _tree(tmp_path) == []
+
+
+def test_no_admissible_config_is_an_error_with_every_reason_and_keeps_the_old_file(capsys, tmp_path):
+    code, _, err = run_main(capsys, "topk", "--target", "gfx942", "--out", tmp_path)
+    assert code == 0, err
+    good = (tmp_path / "gfx942" / "topk.yaml").read_bytes()
+    err = check_user_error(run_main(capsys, "topk", "--target", "gfx942", "--budgets", "200K,8K", "--out",
+                                    tmp_path), "200 KiB excluded: LDS", "8 KiB excluded: does not cover")
+    assert "needs 5,120" in err
+    assert (tmp_path / "gfx942" / "topk.yaml").read_bytes() == good
+    assert _tree(tmp_path) == ["gfx942", "gfx942/topk.yaml"]
+
+
+def test_budgets_empty_is_an_error_in_topk_and_ties_alike(capsys, tmp_path):
+    a = check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--budgets", "", "--no-write"))
+    b = check_user_error(run_main(capsys, "ties", "--budgets", ""))
+    assert "comma-separated list" in a and "comma-separated list" in b
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--bits", "7"], "--bits"), (["--bits", "8,16"], "'16'"), (["--k", "999999"], "--k"),
+    (["--k", "0"], "--k"), (["--rows", "0"], "--rows"), (["--seed", "-1"], "--seed"),
+    (["--lengths", "0"], "--lengths"), (["--bytes-per-entry", "0"], "--bytes-per-entry"),
+    (["--rows", "100000000", "--lengths", "1M"], "fewer rows"),
+])
+def test_ties_bad_options(capsys, args, fragment):
+    check_user_error(run_main(capsys, "ties", "--families", "normal", *args), fragment)
+
+
+def test_occupancy_threads_over_the_target_maximum(capsys):
+    check_user_error(run_main(capsys, "occupancy", "--target", "gfx950", "--threads", "4096"),
+                     "at most 1024 threads per workgroup")
+    check_user_error(run_main(capsys, "occupancy", "--target", "sm_90", "--threads", "2048"),
+                     "at most 1024 threads per block")
+    check_user_error(run_main(capsys, "occupancy", "--target", "gfx950", "--threads", "64", "--sgprs", "-1"),
+                     "--sgprs")
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _profiles(tmp_path, name, mutate):
+    root = tmp_path / "profiles"
+    (root / "targets").mkdir(parents=True)
+    data = yaml.safe_load((targets_dir() / f"{name}.yaml").read_text())
+    mutate(data["params"])
+    (root / "targets" / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return root
+
+
+@pytest.mark.parametrize("name, key, value", [
+    ("gfx950", "lds_alloc_granularity", 0), ("gfx950", "lds_alloc_granularity", -1280),
+    ("gfx950", "simds_per_cu", 0), ("gfx950", "wave_size", -64), ("sm_90", "shared_alloc_unit", 0),
+    ("sm_90", "warp_size", 0), ("gfx950", "sgpr_waves", [[80, 0]]), ("gfx950", "peak_hbm_bytes_per_s", ".nan"),
+])
+def test_target_profile_ranges(capsys, monkeypatch, tmp_path, name, key, value):
+    root = _profiles(tmp_path, name, lambda p: p[key].update(value=float("nan") if value == ".nan" else value))
+    r = run_main(capsys, "occupancy", "--target", name, "--threads", "256", "--dynamic-lds", "40K",
+                 env={"OCCTUNE_PROFILES": root}, monkeypatch=monkeypatch)
+    check_user_error(r, f"params.{key}", "must be")
+
+
+def _truncated(path):
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".npy", ".safetensors", ".pt"])
+def test_truncated_score_files(capsys, tmp_path, suffix):
+    x = np.random.default_rng(0).standard_normal((4, 5000)).astype(np.float32)
+    path = tmp_path / f"s{suffix}"
+    if suffix == ".npz":
+        np.savez(path, scores=x)
+    elif suffix == ".npy":
+        np.save(path, x)
+    elif suffix == ".pt":
+        import torch
+
+        torch.save({"scores": torch.from_numpy(x)}, path)
+    else:
+        from safetensors.numpy import save_file
+
+        save_file({"scores": x}, str(path))
+    _truncated(path)
+    check_user_error(run_main(capsys, "ties", "--scores", path), path.name)
+    check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--out", tmp_path / "r"),
+                     path.name)
+    assert not (tmp_path / "r").exists()
+
+
+def _results(capsys, tmp_path):
+    code, _, err = run_main(capsys, "topk", "--target", "gfx950", "--out", tmp_path / "res")
+    assert code == 0, err
+    return tmp_path / "res" / "gfx950" / "topk.yaml"
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d.update(winner="40K"), "key 'winner'"),
+    (lambda d: d.update(winner={"config": {"lds_budget": [1]}}), "winner.config.lds_budget"),
+    (lambda d: d.update(rows=["x"]), "rows"),
+    (lambda d: d["rows"][0].update(blocks_per_cu="many"), "rows[0].blocks_per_cu"),
+    (lambda d: d.update(target="gfx950\n#define X"), "key 'target'"),
+    (lambda d: d.update(extra=1), "unknown key 'extra'"),
+])
+def test_malformed_results_are_one_line_errors_in_report_and_export(capsys, tmp_path, mutate, fragment):
+    path = _results(capsys, tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    mutate(doc)
+    path.write_text(yaml.safe_dump(doc))
+    check_user_error(run_main(capsys, "report", path, "--out", tmp_path / "plots"), fragment)
+    check_user_error(run_main(capsys, "export", path), fragment)
+    assert not (tmp_path / "plots").exists()
+
+
+def test_report_into_an_unwritable_folder(capsys, tmp_path):
+    path = _results(capsys, tmp_path)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    check_user_error(run_main(capsys, "report", path, "--out", blocker / "plots"), "cannot write")
+    assert blocker.read_text() == "a file, not a folder"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("k: 999999", "key 'k'"), ("headroom: .nan", "key 'headroom'"), ("threads: 100", "key 'threads'"),
+    ("budgets: []", "at least one"), ("budgets: [0]", "key 'budgets'[0]"), ("coarse_bits: 7", "coarse_bits"),
+    ("bogus: 1", "unknown key 'bogus'"), ("required_context: 0", "required_context"),
+])
+def test_kernel_profile_ranges(capsys, tmp_path, text, fragment):
+    from occtune.kernels.topk.profile import load_topk_profile
+
+    data = yaml.safe_load(open(load_topk_profile().path).read())
+    data.update(yaml.safe_load(text))
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--profile", prof, "--out", tmp_path / "r"),
+                     fragment)
+    assert not (tmp_path / "r").exists()
