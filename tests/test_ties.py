@@ -298,3 +298,32 @@ def test_torch_thread_count_is_restored(tmp_path):
     with pytest.raises(UserError):
         ties.tie_stats_from_file(tmp_path / "z.npy")
     assert torch.get_num_threads() == before
+
+
+# ----------------------------------------------------------------------------- NaN and inf
+
+
+def test_nonfinite_values_are_counted_per_row_in_every_dtype():
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((4, 5000)).astype(np.float32)
+    x[0, :10] = np.nan
+    x[1, 4990:] = np.inf            # past the row's length below: not counted
+    x[2, :] = -np.inf
+    lengths = np.array([5000, 4990, 5000, 5000])
+    for scores in (x, x.astype(np.float16), torch.from_numpy(x).bfloat16()):
+        st = tie_stats(scores, bits=(8,), k=64, lengths=lengths)
+        assert st.nan.tolist() == [10, 0, 0, 0] and st.inf.tolist() == [0, 0, 5000, 0]
+        assert (st.nonfinite_rows, st.all_nonfinite_rows) == (2, 1)
+        assert st.finite_max_candidates(8) == max(st.candidates[8][1], st.candidates[8][3])
+        summary = st.to_dict()["nonfinite"]
+        assert summary["nan_values"] == 10 and summary["inf_values"] == 5000
+        assert "binned as the kernel bins them" in summary["policy"] and "2 of 4 rows" in st.nonfinite_note()
+
+
+def test_all_nonfinite_data_recommends_nothing():
+    st = tie_stats(np.full((3, 4096), np.nan, np.float32), bits=(8,), k=64)
+    assert st.max_candidates[8] == 4096                   # the kernel's view: one bin holds the row
+    with pytest.raises(UserError, match="every valid value of every row is NaN or inf"):
+        st.require_finite_data("dump.npy")
+    tie_stats(np.ones((3, 4096), np.float32), bits=(8,), k=64).require_finite_data("fine.npy")

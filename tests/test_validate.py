@@ -194,3 +194,36 @@ def test_kernel_profile_ranges(capsys, tmp_path, text, fragment):
     check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--profile", prof, "--out", tmp_path / "r"),
                      fragment)
     assert not (tmp_path / "r").exists()
+
+
+# ----------------------------------------------------------------------------- NaN/inf score data
+
+
+def test_all_nan_scores_recommend_nothing(capsys, tmp_path):
+    path = tmp_path / "nan.npy"
+    np.save(path, np.full((3, 8192), np.nan, np.float32))
+    check_user_error(run_main(capsys, "ties", "--scores", path), "every valid value of every row is NaN or inf")
+    check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--out", tmp_path / "r"),
+                     "no budget can be recommended")
+    assert not (tmp_path / "r").exists()
+
+
+def test_nan_heavy_scores_are_counted_and_the_recommendation_says_so(capsys, tmp_path):
+    import json
+
+    x = np.random.default_rng(0).standard_normal((4, 8192)).astype(np.float32)
+    x[1] = np.nan
+    x[2, :100] = np.inf
+    path = tmp_path / "some.npy"
+    np.save(path, x)
+    code, out, err = run_main(capsys, "ties", "--scores", path, "--json")
+    assert code == 0, err
+    nf = json.loads(out)["nonfinite"]
+    assert (nf["nan_values"], nf["inf_values"], nf["rows_with_nonfinite"], nf["rows_all_nonfinite"]) == (8192, 100, 2, 1)
+    code, out, err = run_main(capsys, "ties", "--scores", path)
+    assert code == 0 and "2 of 4 rows hold NaN/inf" in " ".join(out.split())
+    code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--out", tmp_path, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "2 of 4 rows hold NaN/inf" in doc["winner"]["why"]
+    assert doc["assumptions"]["tie_stats"]["nonfinite"]["nan_values"] == 8192

@@ -36,7 +36,9 @@ from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, Va
 def _measured_stats(scores: str, bits: int, k: int):
     from occtune.kernels.topk.ties import tie_stats_from_file  # numpy-heavy: import only when asked
 
-    return tie_stats_from_file(scores, bits=(bits,), k=k)
+    stats = tie_stats_from_file(scores, bits=(bits,), k=k)
+    stats.require_finite_data(scores)
+    return stats
 
 
 def _add_overflow_counts(rows: list[dict], stats, bits: int, bytes_per_entry: int) -> None:
@@ -111,6 +113,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
                         "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes several")
     sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
     rows, winner, why = result.rows, result.winner, result.why
+    if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
+        why += f"; scores: {stats.nonfinite_note()}"
     if winner is None:       # nothing to recommend: say why per budget, write nothing
         raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}")
     if stats is not None:

@@ -39,6 +39,8 @@ BYTES_PER_ENTRY = 8            # 4-byte index, double-buffered
 CANONICAL_NAN16 = 0x7E00       # +qNaN in fp16 (the bin of any NaN is the same for bits <= 12)
 TILE_ELEMS = 1 << 18           # values per work item: temporaries stay in L2
 MAX_HIST_BYTES = 64 << 20      # cap on one chunk's per-row histograms
+NONFINITE_POLICY = ("NaN and inf are binned as the kernel bins them (NaN above +inf, as torch.topk ranks it), "
+                    "so rows holding them count toward the bound")
 
 
 # ----------------------------------------------------------------------------- the key
@@ -173,6 +175,20 @@ def row_histograms(chunk: np.ndarray, dtype: str, bits: int, n_valid: np.ndarray
     return hist
 
 
+def nonfinite_counts(chunk: np.ndarray, dtype: str, n_valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (NaN count, +-inf count) among its first n_valid values (bf16 as raw bits)."""
+    if dtype == "bfloat16":
+        mag = chunk.view(np.uint16) & np.uint16(0x7FFF)
+        nan, inf = mag > 0x7F80, mag == 0x7F80
+    else:
+        nan, inf = np.isnan(chunk), np.isinf(chunk)
+    if (n_valid < chunk.shape[1]).any():
+        valid = np.arange(chunk.shape[1])[None, :] < n_valid[:, None]
+        nan &= valid
+        inf &= valid
+    return nan.sum(axis=1, dtype=np.int64), inf.sum(axis=1, dtype=np.int64)
+
+
 def threshold_from_hist(hist: np.ndarray, k: int, n_valid: np.ndarray):
     """Per row: (candidates, threshold bin); rows with n <= k get (0, -1)."""
     rows, nb = hist.shape
@@ -210,6 +226,52 @@ class TieStats:
     dtype: str = "float32"
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    nan: np.ndarray | None = None             # NaN values per row (among its valid values)
+    inf: np.ndarray | None = None             # +-inf values per row
+
+    def _nonfinite(self) -> np.ndarray:
+        zero = np.zeros(self.rows, dtype=np.int64)
+        return (zero if self.nan is None else self.nan) + (zero if self.inf is None else self.inf)
+
+    @property
+    def nonfinite_rows(self) -> int:
+        """Rows holding at least one NaN or inf among their valid values."""
+        return int((self._nonfinite() > 0).sum())
+
+    @property
+    def all_nonfinite_rows(self) -> int:
+        """Rows whose every valid value (at least one) is NaN or inf."""
+        return int(((self._nonfinite() == self.lengths) & (self.lengths > 0)).sum())
+
+    def finite_max_candidates(self, bits: int) -> int:
+        """The largest candidate count among rows without NaN or inf."""
+        c = self._cand(bits)[self._nonfinite() == 0]
+        return int(c.max()) if c.size else 0
+
+    def nonfinite_summary(self) -> dict:
+        """NaN/inf counts and how the statistics treat them (see NONFINITE_POLICY)."""
+        return {"nan_values": int(0 if self.nan is None else self.nan.sum()),
+                "inf_values": int(0 if self.inf is None else self.inf.sum()),
+                "rows_with_nonfinite": self.nonfinite_rows, "rows_all_nonfinite": self.all_nonfinite_rows,
+                "max_candidates_finite_rows": {str(b): self.finite_max_candidates(b) for b in self.bits},
+                "policy": NONFINITE_POLICY}
+
+    def nonfinite_note(self) -> str:
+        """One line for the user when rows hold NaN/inf ("" when none do)."""
+        if not self.nonfinite_rows:
+            return ""
+        s = self.nonfinite_summary()
+        finite = ", ".join(f"{b}-bit {v}" for b, v in s["max_candidates_finite_rows"].items())
+        return (f"{s['rows_with_nonfinite']} of {self.rows} rows hold NaN/inf ({s['nan_values']} NaN, "
+                f"{s['inf_values']} inf values; {s['rows_all_nonfinite']} rows are nothing else): "
+                f"{NONFINITE_POLICY}; rows without NaN/inf need at most {finite} candidates")
+
+    def require_finite_data(self, what: str) -> None:
+        """A UserError when no row holds a finite value: nothing can be recommended from such data."""
+        if self.rows and self.all_nonfinite_rows == int((self.lengths > 0).sum()):
+            s = self.nonfinite_summary()
+            raise UserError(f"{what}: every valid value of every row is NaN or inf ({s['nan_values']} NaN, "
+                            f"{s['inf_values']} inf); no budget can be recommended from it; check the dump")
 
     @property
     def radix_rows(self) -> int:
@@ -264,6 +326,7 @@ class TieStats:
                 d["candidates"] = c.tolist()
                 d["threshold_bin"] = self.threshold_bin[b].tolist()
             out["bits"][str(b)] = d
+        out["nonfinite"] = self.nonfinite_summary()
         if self.seconds > 0:
             out["seconds"] = round(self.seconds, 4)
             out["gb_per_s"] = round(self.extra.get("bytes", 0) / self.seconds / 1e9, 3)
@@ -293,6 +356,7 @@ class _Accumulator:
                         else np.asarray(lengths, dtype=np.int64))
         self.cand = {b: np.zeros(rows, dtype=np.int64) for b in self.bits}
         self.tbin = {b: np.full(rows, -1, dtype=np.int64) for b in self.bits}
+        self.nan, self.inf = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
         if _backend["name"] not in FP16_BACKENDS:
             raise UserError(f"OCCTUNE_FP16_BACKEND must be one of {', '.join(FP16_BACKENDS)}, "
                             f"got {_backend['name']!r}")
@@ -317,6 +381,7 @@ class _Accumulator:
         for b in self.bits:
             c, t = threshold_from_hist(coarsen(hist, self.fine, b), self.k, n)
             self.cand[b][r0:r1], self.tbin[b][r0:r1] = c, t
+        self.nan[r0:r1], self.inf[r0:r1] = nonfinite_counts(chunk, dtype, n)
         self.bytes += int(n_hist.sum()) * 4
 
     def close(self) -> None:
@@ -326,7 +391,7 @@ class _Accumulator:
 
     def stats(self, source: str, dtype: str, seconds: float) -> TieStats:
         return TieStats(self.rows, self.length, self.k, self.bits, self.lengths, self.cand,
-                        self.tbin, source, dtype, seconds, {"bytes": self.bytes})
+                        self.tbin, source, dtype, seconds, {"bytes": self.bytes}, self.nan, self.inf)
 
 
 def tie_stats(scores, bits=(8, 12), k: int = 2048, lengths=None, dtype: str | None = None,

@@ -89,6 +89,7 @@ def _from_file(path, key, lengths_file, bits, k, budgets, bpe, chunk_rows, per_r
         task = bar.add_task(f"binning {src.path.name}", total=src.rows)
         st = tie_stats_from_file(path, bits=bits, k=k, lengths=lengths_file, chunk_rows=chunk_rows,
                                  key=key, progress=lambda done, total: bar.update(task, completed=done))
+    st.require_finite_data(str(path))
     doc = st.to_dict(budgets, bpe, per_row=per_row)
     doc["lengths_from"] = ("file " + str(lengths_file) if lengths_file else
                            "the score file" if src.lengths is not None else "full rows")
@@ -100,6 +101,8 @@ def _from_file(path, key, lengths_file, bits, k, budgets, bpe, chunk_rows, per_r
                   f"with candidates): {st.radix_rows}")
     _candidates_table(st, bpe)
     _overflow_table(st, budgets, bpe)
+    if st.nonfinite_rows:
+        console.print(f"[yellow]NaN/inf:[/] {st.nonfinite_note()}")
     if st.seconds > 0:
         err_console.print(f"binned in {st.seconds:.2f} s ({doc.get('gb_per_s', 0):.2f} GB/s of "
                           "valid scores, counted as float32)")
