@@ -7,12 +7,14 @@ Every error meant for the user is a :class:`occtune.errors.UserError`: one line,
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
 
 from occtune import __version__
 from occtune.errors import UserError
+from occtune.fsutil import INTERRUPTED, on_interrupt
 
 # verb -> "module:attribute" of a click.Command. Family verbs (tune topk, tune rope, ...) come
 # from the families themselves (their family.py's COMMANDS), found by occtune.engine.registry.
@@ -73,22 +75,39 @@ def main(argv=None) -> None:
     import os
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    code = _run(argv)
+    if INTERRUPTED.is_set() and code != 130:    # a Ctrl-C some library swallowed still stops us
+        click.echo("interrupted", err=True)
+        code = 130
+    sys.exit(code)
+
+
+def _run(argv) -> int:
+    """Run the command; the exit code (errors printed as one line)."""
+    INTERRUPTED.clear()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if _main_thread() else None
     try:
         rv = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
     except UserError as e:
         click.echo(f"error: {e}", err=True)
-        sys.exit(UserError.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        return UserError.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return 130
     except click.UsageError as e:
         hint = f"; run '{e.ctx.command_path} --help'" if e.ctx is not None else ""
         click.echo(f"error: {e.format_message()}{hint}", err=True)
-        sys.exit(2)
+        return 2
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        return e.exit_code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

@@ -2,6 +2,10 @@
 
 Files get the mode an ordinary ``open()`` would give them (0666 less the umask: 0644 under the
 usual umask 022), not the 0600 of the temporary file, so a build account can read them.
+
+Nothing is written once the user has pressed Ctrl-C: ``tune`` routes SIGINT through
+:func:`on_interrupt`, which remembers it, so a KeyboardInterrupt that some library caught and
+dropped still stops every later write (and the CLI still exits 130).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import yaml
@@ -16,9 +21,24 @@ import yaml
 from occtune.errors import UserError
 
 
+INTERRUPTED = threading.Event()     # set once SIGINT arrived in this process (see on_interrupt)
+
+
+def on_interrupt(signum, frame):
+    """SIGINT handler: remember the interrupt, then raise KeyboardInterrupt as Python's own does."""
+    INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
     path = Path(path)
+    _stop_if_interrupted()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -30,6 +50,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        _stop_if_interrupted()
         os.replace(tmp, path)
     except BaseException as e:    # Ctrl-C included: never leave the temporary file behind
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from dataclasses import MISSING, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -130,8 +131,25 @@ def load_target(name: str) -> Target:
     raise UserError(f"unknown target {name!r}{hint} Known targets: {known}")
 
 
-def detect() -> dict:
-    """The local device as {"target": name or None, "device": text}, without failing."""
+def driver_present(vendor: str | None = None) -> bool:
+    """Whether the GPU driver of ``vendor`` ("amd", "nvidia"; None: either) is loaded here.
+
+    Read from the files the kernel drivers create (``/dev/kfd`` for ROCm, ``/dev/nvidia<N>`` or
+    ``/proc/driver/nvidia/gpus/*`` for CUDA), so a machine without one needs no torch (1-2 s to
+    import) to say it has no such GPU. Outside Linux: assume a driver may be there.
+    """
+    if not sys.platform.startswith("linux"):
+        return True
+    amd = Path("/dev/kfd").exists()
+    nvidia = any(Path("/dev").glob("nvidia[0-9]*")) or any(Path("/proc/driver/nvidia/gpus").glob("*"))
+    return {"amd": amd, "nvidia": nvidia}.get(vendor, amd or nvidia)
+
+
+def detect(vendor: str | None = None) -> dict:
+    """The local device as {"target": name or None, "device": text}, without failing. With
+    ``vendor``, only a device of that vendor is looked for (none at all without its driver)."""
+    if not driver_present(vendor):
+        return {"target": None, "device": "none" if vendor is None else f"none ({vendor})"}
     try:
         import torch
     except Exception:  # torch missing or broken: no device

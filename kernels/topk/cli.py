@@ -100,7 +100,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     if not analytic:
         from occtune.targets import detect
 
-        if detect()["target"] == target.name:
+        if detect(target.vendor)["target"] == target.name:
             _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, run_opts, timing,
                          as_json, tie_summary, threads_list)
             return
