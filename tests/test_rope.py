@@ -180,7 +180,9 @@ def test_tuned_config_is_read_from_results(tmp_path, monkeypatch):
     "", "winner: 3\n", "[1, 2]\n", "winner:\n  config: {variant: nope, BLOCK_M: 8, num_warps: 1}\n",
     "winner:\n  config: {variant: tile, BLOCK_M: 12, num_warps: 1}\n", ": : not yaml [\n",
 ])
-def test_bad_results_fall_back_to_default(tmp_path, monkeypatch, text):
+def test_corrupt_tuned_results_are_reported_not_replaced_by_the_default(tmp_path, monkeypatch, text):
     monkeypatch.setenv("OCCTUNE_RESULTS", str(tmp_path))
     _write(tmp_path, "sm_90", text)
-    assert tuned_config("sm_90") == default_config()
+    with pytest.raises(UserError, match="rope.yaml") as e:
+        tuned_config("sm_90")
+    assert "\n" not in str(e.value)

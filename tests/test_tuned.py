@@ -5,6 +5,7 @@ import torch
 import yaml
 
 from occtune import tuned
+from occtune.errors import UserError
 from occtune.kernels import topk as tk
 from occtune.kernels.rope import default_config, tuned_config as rope_tuned
 
@@ -70,9 +71,11 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text", ["", "winner: 3\n", ": : [\n",
                                   "per_workload: [{workload: {B: 1}, winner: {lds_budget: 7}}]\n"])
-def test_bad_results_mean_no_tuned_config(tmp_path, monkeypatch, text):
+def test_bad_results_are_reported_not_replaced_by_the_default(tmp_path, monkeypatch, text):
     monkeypatch.setenv("OCCTUNE_RESULTS", str(tmp_path))
     (tmp_path / "sm_90").mkdir()
     (tmp_path / "sm_90" / "topk.yaml").write_text(text)
     monkeypatch.setattr(tuned, "_target_of", lambda device: "sm_90")
-    assert tk._tuned(1, 8192, 2048, "cuda") == {}
+    tk._tuned.cache_clear()
+    with pytest.raises(UserError, match="topk.yaml"):
+        tk._tuned(1, 8192, 2048, "cuda")

@@ -227,8 +227,22 @@ def _raise_dynamic_smem_limit(torch, kern, nbytes: int) -> None:
         raise RuntimeError(f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) returned {rc}")
 
 
+# What calling a driver function through ctypes raises when the library does not match what we
+# pass (an ABI mismatch); anything else is a bug and is not caught.
+_ABI_ERRORS = (ctypes.ArgumentError, OSError)
+
+
+def _no_answer(function: str, e: Exception) -> None:
+    """Say that a driver query could not be made (its answer is then None: 'won't say')."""
+    import warnings
+
+    warnings.warn(f"occtune: {function} could not be called ({type(e).__name__}: {e}); no answer from the driver",
+                  RuntimeWarning, stacklevel=3)
+
+
 def kernel_attributes(handle: RtcKernel) -> dict:
-    """Registers, static shared memory etc. of a compiled kernel; {} where the driver won't say."""
+    """Registers, static shared memory etc. of a compiled kernel; {} where the driver won't say,
+    and ``error`` where the query could not be made."""
     import torch
     from torch.cuda import _utils
 
@@ -243,7 +257,8 @@ def kernel_attributes(handle: RtcKernel) -> dict:
         val = ctypes.c_int(0)
         try:
             rc = getter(ctypes.byref(val), code, func)
-        except Exception:  # noqa: BLE001 - a missing symbol or ABI mismatch: report nothing
+        except _ABI_ERRORS as e:      # the driver library does not take these arguments
+            out["error"] = f"{getattr(getter, '__name__', 'FuncGetAttribute')}: {type(e).__name__}: {e}"[:200]
             return out
         if rc == 0:
             out[label] = int(val.value)
@@ -267,7 +282,8 @@ def occupancy_query(handle: RtcKernel, threads: int, dynamic_smem: int) -> int |
     blocks = ctypes.c_int(0)
     try:
         rc = fn(ctypes.byref(blocks), func, ctypes.c_int(int(threads)), ctypes.c_size_t(int(dynamic_smem)))
-    except Exception:  # noqa: BLE001 - a missing symbol or ABI mismatch: no answer
+    except _ABI_ERRORS as e:
+        _no_answer(name, e)
         return None
     return int(blocks.value) if rc == 0 else None
 
@@ -296,7 +312,8 @@ def max_active_clusters(handle: RtcKernel, grid: int, threads: int, dynamic_smem
     n = ctypes.c_int(0)
     try:
         rc = fn(ctypes.byref(n), func, ctypes.byref(cfg))
-    except Exception:  # noqa: BLE001 - a missing symbol or ABI mismatch: no answer
+    except _ABI_ERRORS as e:
+        _no_answer("cuOccupancyMaxActiveClusters", e)
         return None
     return int(n.value) if rc == 0 else None
 

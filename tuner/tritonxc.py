@@ -54,16 +54,20 @@ def cuobjdump() -> str | None:
 
 
 def nvidia_numbers(cubin: bytes) -> dict:
-    """{"regs", "static_shared", "scratch" (stack bytes per thread)} of a cubin, or {} without cuobjdump."""
+    """{"regs", "static_shared", "scratch" (stack bytes per thread)} of a cubin, or {} without cuobjdump.
+    A cuobjdump that fails or prints no such line is a UserError (not "no numbers")."""
     tool = cuobjdump()
     if tool is None:
         return {}
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+)", text)
-    return {"regs": int(m.group(1)), "scratch": int(m.group(2)), "static_shared": int(m.group(3))} if m else {}
+        run = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True)
+    m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+)", run.stdout)
+    if run.returncode != 0 or m is None:
+        why = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}, no REG/STACK/SHARED line"])[0]
+        raise UserError(f"{tool} --dump-resource-usage failed on a compiled kernel: {why[:160]}")
+    return {"regs": int(m.group(1)), "scratch": int(m.group(2)), "static_shared": int(m.group(3))}
 
 
 def amd_numbers(asm: str) -> dict:

@@ -15,7 +15,9 @@ dimensions, of ``|log2(value / key)|`` (the sweeps are geometric: 1, 64, 1024, 8
 to the larger key; a non-numeric dimension (a dtype) must match exactly. A results file without
 per-workload winners (an analytic sweep) gives its one winner to every workload.
 
-Nothing here raises on a missing or malformed file: the caller falls back to its default config.
+A missing results file means no tuned config (the caller falls back to its default config); a file
+that is there but cannot be used (unreadable, not YAML, no winner, a config the family rejects) is
+a UserError naming it: tuned results never silently turn into the default.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import json
 import math
 import os
 from pathlib import Path
+
+from occtune.errors import UserError
 
 RESULTS_ENV = "OCCTUNE_RESULTS"
 
@@ -47,7 +51,7 @@ def _target_of(device: str) -> str | None:
             return arch.split(":")[0] or None
         major, minor = torch.cuda.get_device_capability(dev)
         return f"sm_{major}{minor}"
-    except Exception:
+    except (ImportError, RuntimeError, AssertionError):   # no torch, or a device torch cannot query
         return None
 
 
@@ -107,24 +111,23 @@ def nearest(dims: list[str], entries: list[tuple[dict, dict]], workload: dict) -
 
 @functools.lru_cache(maxsize=32)
 def _table(path: str, mtime_ns: int):
-    from occtune.validate import parse_yaml
+    from occtune.validate import read_yaml
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = parse_yaml(f)
-        dims, entries = workload_table(doc)
-        win = (doc.get("winner") or {}).get("config")
-        return dims, entries, dict(win) if isinstance(win, dict) else None
-    except Exception:
-        return None
+    doc = read_yaml(path, "tuned results")
+    win = (doc.get("winner") or {}) if isinstance(doc, dict) else None
+    if not isinstance(win, dict):
+        raise UserError(f"{path}: holds no 'winner' mapping; rerun the sweep or delete the file (without it "
+                        "the default config is used)")
+    dims, entries = workload_table(doc)
+    if not entries:
+        raise UserError(f"{path}: holds no tuned config (no winner, no per-workload winners); rerun the sweep "
+                        "or delete the file")
+    return dims, entries, dict(win["config"]) if isinstance(win.get("config"), dict) else None
 
 
 @functools.lru_cache(maxsize=256)
 def _lookup(path: str, mtime_ns: int, workload_json: str | None):
-    table = _table(path, mtime_ns)
-    if table is None:
-        return None
-    dims, entries, win = table
+    dims, entries, win = _table(path, mtime_ns)
     if workload_json is None:
         return win
     return nearest(dims, entries, json.loads(workload_json))
@@ -133,20 +136,21 @@ def _lookup(path: str, mtime_ns: int, workload_json: str | None):
 def tuned_config(family: str, workload: dict | None = None, *, target: str | None = None, device=None,
                  validate=None) -> dict | None:
     """The tuned config of ``family`` for ``workload`` (None: the overall winner) on ``target``
-    (default: the target of ``device``), or None when no usable results exist. ``validate(config)``
-    returns the config to use or raises: a config it rejects counts as no results."""
+    (default: the target of ``device``), or None when there is no results file. ``validate(config)``
+    returns the config to use or raises a UserError: a file whose config it rejects is reported."""
     target = target if target is not None else local_target(device)
     if not target:
         return None
     path = results_dir() / target / f"{family}.yaml"
     try:
         mtime = path.stat().st_mtime_ns
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     found = _lookup(str(path), mtime, None if workload is None else json.dumps(workload, sort_keys=True))
     if found is None:
         return None
     try:
         return validate(dict(found)) if validate else dict(found)
-    except Exception:
-        return None
+    except (UserError, KeyError) as e:          # KeyError: a config without a key the family needs
+        raise UserError(f"{path}: its tuned config {found} is not usable ({e}); rerun the sweep or delete "
+                        "the file") from None

@@ -47,7 +47,7 @@ def tuned_config(target: str | None = None, workload: dict | None = None, device
     """The tuned config for ``workload`` (``{"T": tokens, "H": heads, "D": rope_dim}``; None: the
     overall winner) on ``target`` (default: the target of ``device``, else the current GPU), read
     from ``results/<target>/rope.yaml`` (``$OCCTUNE_RESULTS`` overrides the folder) by the nearest
-    workload key (:mod:`occtune.tuned`); else the default. Never raises: a missing, unreadable or
-    malformed results file means the default."""
+    workload key (:mod:`occtune.tuned`); else (no such file) the default. A results file that is there
+    but unusable is a UserError naming it."""
     found = tuned.tuned_config("rope", workload, target=target, device=device, validate=validate_config)
     return found if found is not None else default_config()

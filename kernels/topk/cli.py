@@ -336,7 +336,8 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
     driver = rtc.occupancy_query(handle, threads, budget)
     cap = capacity_for(sweep, budget)
     return {"lds_budget_bytes": budget, "static_lds_bytes": static, "regs": info.get("num_regs"),
-            "resources_source": "compiler" if static is not None else "profile estimate",
+            "resources_source": "compiler" if static is not None else
+            "profile estimate" + (f" ({info['error']})" if info.get("error") else ""),
             "blocks_per_cu": occ.blocks_per_cu, "limiter": occ.limiter, "driver_blocks_per_cu": driver,
             "model_agrees_with_driver": None if driver is None else driver == occ.blocks_per_cu,
             "tie_capacity_entries": cap.entries, "covers_context": cap.covers_context}

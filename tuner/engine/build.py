@@ -108,14 +108,16 @@ class BuildCache:
                                                 *(lambda cw=cw: self._warm(*cw) for cw in pairs)]))
 
     def resources(self, config: dict) -> dict | None:
-        """``family.built_resources`` of the built config as a dict (None if unknown), asked once."""
+        """``family.built_resources`` of the built config as a dict (None if unknown), asked once; a
+        lookup that fails says so (``{"error": ...}`` in every point's row), it is not dropped."""
         k = self.key(config)
         if k not in self._resources:
             built = self.get(config)
             try:
                 r = None if isinstance(built, BuildFailure) else self.family.built_resources(built, config)
-            except Exception:
-                r = None
+            except Exception as e:  # noqa: BLE001 - any failure of the family's lookup is reported
+                self._resources[k] = {"error": f"built_resources failed: {one_line(e)}"}
+                return self._resources[k]
             self._resources[k] = None if r is None else dict(vars(r))
         return self._resources[k]
 
