@@ -227,3 +227,32 @@ def test_nan_heavy_scores_are_counted_and_the_recommendation_says_so(capsys, tmp
     doc = json.loads(out)
     assert "2 of 4 rows hold NaN/inf" in doc["winner"]["why"]
     assert doc["assumptions"]["tie_stats"]["nonfinite"]["nan_values"] == 8192
+
+
+# ----------------------------------------------------------------------------- --devices
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["topk", "--target", "gfx950", "--devices", "0,1"], "--devices: only the timed sweep takes this"),
+    (["topk", "--target", "gfx950", "--analytic", "--isolate", "--fresh"], "--fresh, --isolate"),
+    (["topk", "--target", "gfx950", "--lengths", "8K"], "--lengths"),
+    (["rope", "--target", "gfx942", "--devices", "0"], "--devices"),
+])
+def test_timed_options_on_an_analytic_run_are_errors(capsys, tmp_path, args, fragment):
+    check_user_error(run_main(capsys, *args, "--out", tmp_path), fragment)
+    assert _tree(tmp_path) == []
+
+
+def test_devices_the_machine_lacks(monkeypatch, tmp_path):
+    import torch
+
+    from doubles import FakeTimer, FaultFamily
+    from occtune.engine.options import RunOptions, parse_devices
+    from occtune.timed import Output, run_timed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(UserError, match="cuda:7: this machine has only GPU 0"):
+        run_timed(FaultFamily(n=2), target="sm_90", device="cuda", timer=FakeTimer(), cache=False,
+                  options=RunOptions(devices=parse_devices("0,7")), output=Output(out_dir=tmp_path, progress=False))
+    assert _tree(tmp_path) == []

@@ -65,6 +65,7 @@ def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir
     from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
     from occtune.pipeline import local_target
     from occtune.targets import load_target
+    from occtune.engine.options import reject_timed_options
 
     run, timing = from_cli(opts)
     configs = parse_grid(block_m, num_warps, variants)
@@ -76,8 +77,8 @@ def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir
                         "analytic table of cross-compiled resources and occupancy")
     target = load_target(name)
     if analytic or name != local:
-        if run.devices:
-            raise UserError("--devices spreads a timed sweep over GPUs; this run is analytic: drop --devices")
+        reject_timed_options(click.get_current_context(), f"this run is analytic (cross-compiled for "
+                             f"{target.name}, nothing timed or written)", extra=("out_dir",))
         _analytic(target, configs, workloads, as_json)
         return
     _timed(target, configs, workloads, out_dir, run, timing, as_json)

@@ -22,7 +22,7 @@ from rich.table import Table
 from occtune import provenance
 from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
-from occtune.engine.options import from_cli, sweep_options
+from occtune.engine.options import from_cli, reject_timed_options, sweep_options
 from occtune.errors import UserError
 from occtune.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
@@ -104,9 +104,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
             _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, run_opts, timing,
                          as_json, tie_summary, threads_list)
             return
-    if run_opts.devices:
-        raise UserError("--devices spreads a timed sweep over GPUs; this sweep is analytic "
-                        f"(no {target.name} GPU here, or --analytic): drop --devices")
+    reject_timed_options(click.get_current_context(), "--analytic asks for the analytic sweep" if analytic
+                         else f"no {target.name} GPU is here, so this sweep is analytic", extra=("batch", "lengths"))
     if len(threads_list) > 1:
         raise UserError(f"--threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
                         f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "

@@ -81,7 +81,7 @@ def check_devices(devices: tuple[str, ...] | None) -> None:
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     missing = [d for d in devices if d.startswith("cuda:") and int(d[5:]) >= n]
     if missing:
-        have = f"GPUs 0-{n - 1}" if n else "no GPU"
+        have = f"GPUs 0-{n - 1}" if n > 1 else "only GPU 0" if n == 1 else "no GPU"
         raise UserError(f"--devices {','.join(missing)}: this machine has {have}; list indices it has")
 
 
@@ -128,6 +128,21 @@ def sweep_options(f):
 
 SWEEP_OPTION_NAMES = ("fresh", "cache_dir", "devices", "isolate", "timeout_s", "retry_failed", "rep_ms",
                       "warmup_ms", "graph", "adaptive", "profile_sweep", "ray")
+
+
+def reject_timed_options(ctx, why: str, extra: tuple[str, ...] = ()) -> None:
+    """A UserError when a sweep option, or one of ``extra`` (a command's own options of the timed
+    sweep, by click parameter name), was given on the command line to a run that is not timed:
+    such an option would be silently ignored."""
+    from click.core import ParameterSource
+
+    names = SWEEP_OPTION_NAMES + tuple(extra)
+    given = [p.opts[0] for p in ctx.command.params
+             if p.name in names and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+    if given:
+        one = len(given) == 1
+        raise UserError(f"{', '.join(given)}: only the timed sweep takes {'this' if one else 'these'}, and "
+                        f"{why}; drop {'it' if one else 'them'}")
 
 
 def from_cli(kwargs: dict) -> tuple[RunOptions, TimingOptions]:
