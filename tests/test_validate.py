@@ -256,3 +256,16 @@ def test_devices_the_machine_lacks(monkeypatch, tmp_path):
         run_timed(FaultFamily(n=2), target="sm_90", device="cuda", timer=FakeTimer(), cache=False,
                   options=RunOptions(devices=parse_devices("0,7")), output=Output(out_dir=tmp_path, progress=False))
     assert _tree(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- report file names
+
+
+def test_report_plots_of_several_results_of_one_family_do_not_overwrite_each_other(capsys, tmp_path):
+    for t in ("gfx950", "gfx942", "sm_90"):
+        assert run_main(capsys, "topk", "--target", t, "--out", tmp_path / "res")[0] == 0
+    files = [tmp_path / "res" / t / "topk.yaml" for t in ("gfx950", "gfx942", "sm_90")]
+    code, _, err = run_main(capsys, "report", *files, "--out", tmp_path / "plots")
+    assert code == 0, err
+    assert [f for f in _tree(tmp_path / "plots") if f.endswith(".png")] == [
+        "gfx942.topk.occupancy.png", "gfx950.topk.occupancy.png", "sm_90.topk.occupancy.png"]
