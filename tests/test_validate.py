@@ -269,3 +269,27 @@ def test_report_plots_of_several_results_of_one_family_do_not_overwrite_each_oth
     assert code == 0, err
     assert [f for f in _tree(tmp_path / "plots") if f.endswith(".png")] == [
         "gfx942.topk.occupancy.png", "gfx950.topk.occupancy.png", "sm_90.topk.occupancy.png"]
+
+
+# ----------------------------------------------------------------------------- tune export
+
+
+@pytest.mark.parametrize("value", [40960.0, ".nan", -8, "40K; rm -rf /", "a b", True, "x\n#define Y 1"])
+def test_export_refuses_values_that_cannot_be_build_macros(capsys, tmp_path, value):
+    path = _results(capsys, tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["winner"]["config"]["lds_budget"] = float("nan") if value == ".nan" else value
+    path.write_text(yaml.safe_dump(doc))
+    for fmt in ("header", "flags", "json"):
+        check_user_error(run_main(capsys, "export", path, "--format", fmt, "--out", tmp_path / "out.h"),
+                         "lds_budget")
+    assert not (tmp_path / "out.h").exists()
+
+
+def test_export_target_names_must_name_a_compiler_macro():
+    from occtune.export import other_device_pass
+
+    assert "__gfx950__" in other_device_pass("gfx950")
+    for bad in ("gfx950\n#define X", "gfx", "gfxZZZ", "sm_9", "cpu"):
+        with pytest.raises(UserError):
+            other_device_pass(bad)

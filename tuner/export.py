@@ -110,9 +110,9 @@ def macros_of(src: Source) -> dict[str, int]:
     if not macros:
         raise UserError(f"family {src.family!r} declares no compile-time macros (Family.macros); "
                         f"use --format json or triton")
-    bad = {k: v for k, v in macros.items() if isinstance(v, bool) or not isinstance(v, int)}
+    bad = {k: v for k, v in macros.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0}
     if bad:
-        raise UserError(f"family {src.family!r}: macros must be integers, got {bad}")
+        raise UserError(f"family {src.family!r}: macros must be non-negative integers, got {bad}")
     return dict(macros)
 
 
@@ -131,7 +131,7 @@ def target_macro(target: str) -> str:
 def other_device_pass(target: str) -> str:
     """A preprocessor condition true in a device pass that compiles for another target."""
     amd_pass = "defined(__HIP_DEVICE_COMPILE__)"      # (clang defines __AMDGCN__ in HIP host passes too)
-    if target.startswith("gfx"):
+    if re.fullmatch(r"gfx[0-9a-f]{3,6}", target):
         return f"defined(__CUDA_ARCH__) || ({amd_pass} && !defined(__{target}__))"
     m = re.fullmatch(r"sm_(\d+)(\d)[af]?", target)
     if m:
@@ -242,27 +242,49 @@ def _meta(src: Source, dims: list[str], fmt: str) -> dict:
             "provenance": provenance(src.doc)}
 
 
+def checked_table(src: Source) -> tuple[list[str], list[tuple[dict, dict]]]:
+    """The per-workload table, every config checked by its family (``is_valid``) before it is
+    written for serving code: a NaN, a negative or a string where a number belongs is a UserError."""
+    dims, entries = workload_table(src.doc)
+    family = _family(src.family)
+    for w, cfg in entries:
+        try:
+            ok, why = family.is_valid(dict(cfg), dict(w))
+        except (KeyError, TypeError, ValueError) as e:
+            ok, why = False, f"{type(e).__name__}: {e}"
+        if not ok:
+            raise UserError(f"{src.path}: tuned config {cfg} is not a valid {src.family} config ({why}); "
+                            "rerun the sweep")
+    return dims, entries
+
+
+def _dumps(obj) -> str:
+    try:
+        return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    except ValueError as e:             # NaN or inf: JSON has none
+        raise UserError(f"cannot export {e}; rerun the sweep") from None
+
+
 def render_json(src: Source) -> str:
     """``{"1": {config}, "8192": {config}, ..., "occtune": {...}}``: the per-workload winners keyed
     by the workload dimension(s) (vLLM/sglang's convention), plus key ``occtune``: provenance and
     how to look a workload up."""
-    dims, entries = workload_table(src.doc)
+    dims, entries = checked_table(src)
     table = {key_text(w, dims): cfg for w, cfg in entries}
-    return json.dumps({"occtune": _meta(src, dims, "tuned-configs"), **table}, indent=2) + "\n"
+    return _dumps({"occtune": _meta(src, dims, "tuned-configs"), **table})
 
 
 def render_triton(src: Source) -> str:
     """The distinct per-workload winners as triton.Config-style dicts, each with the workloads it
     wins: ``triton.Config(c["kwargs"], num_warps=c["num_warps"], ...)``."""
-    dims, entries = workload_table(src.doc)
+    dims, entries = checked_table(src)
     configs: dict[str, dict] = {}
     for w, cfg in entries:
         entry = configs.setdefault(json.dumps(cfg, sort_keys=True), {
             "kwargs": {k: v for k, v in cfg.items() if k not in TRITON_OPTIONS},
             **{k: cfg[k] for k in TRITON_OPTIONS if k in cfg}, "workloads": []})
         entry["workloads"].append({d: w[d] for d in dims})
-    return json.dumps({"occtune": _meta(src, dims, "triton-configs"), "configs": list(configs.values())},
-                      indent=2) + "\n"
+    return _dumps({"occtune": _meta(src, dims, "triton-configs"), "configs": list(configs.values())})
 
 
 def file_name(src: Source, fmt: str) -> str:
