@@ -10,6 +10,10 @@ from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, K_RULE, THREADS_RULE
 from occtune.validate import POSITIVE, SIZE, TEXT, Rule, load, read_yaml, spec
 
 
+CONTEXT_RULE = Rule(int, min=1, max=2**40)           # tokens a row must hold
+HEADROOM_RULE = Rule(float, min=1, max=1000)          # safety factor on it
+
+
 @dataclass(frozen=True)
 class TopkProfile:
     family: str = spec(Rule(str, choices=("topk",)))
@@ -21,8 +25,8 @@ class TopkProfile:
     static_lds: int = spec(Rule(SIZE))
     static_lds_source: str = spec(TEXT)
     bytes_per_entry: int = spec(POSITIVE)
-    required_context: int = spec(POSITIVE)       # capacity must cover this context (tokens) ...
-    headroom: float = spec(Rule(float, min=1))   # ... times this safety factor
+    required_context: int = spec(CONTEXT_RULE)   # capacity must cover this context (tokens) ...
+    headroom: float = spec(HEADROOM_RULE)        # ... times this safety factor
     path: str = ""
 
 
