@@ -54,3 +54,15 @@ def test_read_only_folder_is_a_user_error(tmp_path):
             atomic_write_text(ro / "x.yaml", "x")
     finally:
         ro.chmod(0o755)
+
+
+def test_results_exports_and_plots_are_readable_by_others(capsys, tmp_path, umask):
+    from clihelp import run_main
+
+    umask(0o022)
+    assert run_main(capsys, "topk", "--target", "gfx950", "--out", tmp_path / "res")[0] == 0
+    results = tmp_path / "res" / "gfx950" / "topk.yaml"
+    assert run_main(capsys, "export", results, "--out", tmp_path / "tuned.h")[0] == 0
+    assert run_main(capsys, "report", results, "--out", tmp_path / "plots")[0] == 0
+    files = [results, tmp_path / "tuned.h", *(tmp_path / "plots").iterdir()]
+    assert len(files) == 3 and {_mode(f) for f in files} == {0o644}
