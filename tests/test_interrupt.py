@@ -9,6 +9,7 @@ import pytest
 
 from clihelp import REPO, run_main
 from occtune import fsutil
+from occtune.results import load_results
 from occtune.targets import driver_present, load_target
 
 _PROBE = """
@@ -82,7 +83,8 @@ def test_no_write_after_an_interrupt(tmp_path):
 @pytest.mark.parametrize("delay_s", [0.3, 0.45, 0.6])
 def test_ctrl_c_early_in_a_real_run(tmp_path, delay_s):
     """SIGINT while `tune` starts up (imports): it stops with 130 (or dies of SIGINT before Python
-    set up its handler) and writes nothing; or it had already finished (0, a whole file)."""
+    set up its handler); the results file is whole or absent (a Ctrl-C after the write, while the
+    table prints, still exits 130). No write after the interrupt: see the swallowed case above."""
     import time
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -94,4 +96,6 @@ def test_ctrl_c_early_in_a_real_run(tmp_path, delay_s):
     assert p.returncode in (0, 130, -signal.SIGINT), err
     assert "Traceback" not in err
     written = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.rglob("*"))
-    assert written == (["gfx950", "gfx950/topk.yaml"] if p.returncode == 0 else []), err
+    assert written in ([], ["gfx950", "gfx950/topk.yaml"]) and (written or p.returncode != 0), err
+    if written:
+        load_results(tmp_path / "gfx950" / "topk.yaml")

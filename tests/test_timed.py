@@ -89,8 +89,8 @@ def test_no_winner_is_an_error_naming_every_config_and_keeps_the_old_file(tmp_pa
     _, _, run = _run(tmp_path)
     old = run.path.read_bytes()
     with pytest.raises(UserError, match="no config passed the hard constraints") as e:
-        run_timed(FaultFamily(n=2, wrong=[0, 1]), target="gfx950", device="cpu", timer=FakeTimer(),
-                  out_dir=tmp_path / "res", cache=False, progress=False)
+        run_timed(FaultFamily(n=2, wrong=[0, 1]), target="gfx950", device="cpu", timer=FakeTimer(), cache=False,
+                  output=Output(out_dir=tmp_path / "res", progress=False))
     assert "v=0" in str(e.value) and "v=1" in str(e.value) and "\n" not in str(e.value)
     assert run.path.read_bytes() == old
 
