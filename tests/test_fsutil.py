@@ -65,4 +65,4 @@ def test_results_exports_and_plots_are_readable_by_others(capsys, tmp_path, umas
     assert run_main(capsys, "export", results, "--out", tmp_path / "tuned.h")[0] == 0
     assert run_main(capsys, "report", results, "--out", tmp_path / "plots")[0] == 0
     files = [results, tmp_path / "tuned.h", *(tmp_path / "plots").iterdir()]
-    assert len(files) == 3 and {_mode(f) for f in files} == {0o644}
+    assert len(files) == 4 and {_mode(f) for f in files} == {0o644}      # results, header, PNG, HTML page

@@ -273,7 +273,7 @@ def _key_paths(d, prefix=()):
     items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
     for k, v in items:
         yield prefix + (k,)
-        if len(prefix) < 3:
+        if len(prefix) < 4:
             yield from _key_paths(v, prefix + (k,))
 
 
@@ -343,13 +343,20 @@ def good_results(work):
 
 @given(st.data())
 @fuzz(80)
-def test_results_files_in_export_and_report(work, good_results, data):
+def test_results_files_in_export(work, good_results, data):
     doc = data.draw(_mutations(good_results))
     path = _write(work / "fuzzed", "topk.yaml", doc)
-    fmt = data.draw(st.sampled_from(["header", "flags", "json"]))
+    fmt = data.draw(st.sampled_from(["header", "flags", "json", "triton"]))
     check(["export", path, "--format", fmt, "--out", work / "export" / "tuned.h"], results=work / "export")
-    if data.draw(st.integers(0, 3)) == 0:          # plots are slow: a quarter of the examples
-        check(["report", path, "--out", work / "plots", "--json"])
+
+
+@given(st.data())
+@fuzz(25)
+def test_results_files_in_report(work, good_results, data):
+    """Fewer examples: a report draws plots and an HTML page (~1 s each)."""
+    doc = data.draw(_mutations(good_results))
+    path = _write(work / "fuzzed-report", "topk.yaml", doc)
+    check(["report", path, "--out", work / "plots", "--json"])
 
 
 # ----------------------------------------------------------------------------- score files

@@ -225,7 +225,7 @@ def test_nan_heavy_scores_are_counted_and_the_recommendation_says_so(capsys, tmp
     code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--out", tmp_path, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert "2 of 4 rows hold NaN/inf" in doc["winner"]["why"]
+    assert "2 of 4 rows hold NaN/inf" in doc["winner"]["explanation"]
     assert doc["assumptions"]["tie_stats"]["nonfinite"]["nan_values"] == 8192
 
 
@@ -293,3 +293,27 @@ def test_export_target_names_must_name_a_compiler_macro():
     for bad in ("gfx950\n#define X", "gfx", "gfxZZZ", "sm_9", "cpu"):
         with pytest.raises(UserError):
             other_device_pass(bad)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz"])
+def test_every_flipped_byte_of_a_score_file_is_read_or_refused(tmp_path, suffix):
+    """Corruption anywhere (header, zip directory, compressed data) is a UserError, never another
+    exception: the readers' failure modes (zipfile, zlib, numpy's header parser) all count."""
+    from occtune.kernels.topk.ties import tie_stats_from_file
+
+    x = np.random.default_rng(0).standard_normal((2, 96)).astype(np.float32)
+    good = tmp_path / f"good{suffix}"
+    np.save(good, x) if suffix == ".npy" else np.savez_compressed(good, scores=x)
+    raw = good.read_bytes()
+    bad = tmp_path / f"bad{suffix}"
+    refused = 0
+    heads_and_tails = set(range(160)) | set(range(len(raw) - 100, len(raw))) | set(range(0, len(raw), 16))
+    for i in sorted(p for p in heads_and_tails if 0 <= p < len(raw)):
+        b = bytearray(raw)
+        b[i] ^= 0xFF
+        bad.write_bytes(bytes(b))
+        try:
+            tie_stats_from_file(bad, bits=(8,), k=16)
+        except UserError:
+            refused += 1
+    assert refused > 0

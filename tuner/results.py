@@ -45,7 +45,8 @@ _ENTRIES = Rule(list, items=Rule(dict))
 class ResultsFile:
     """The top level of a results file; every key is checked, unknown keys are rejected."""
 
-    schema: str = spec(Rule(str, choices=(SCHEMA,)))
+    schema: str = spec(Rule(str, choices=(SCHEMA,), text=f"one of the schemas this occtune reads, {SCHEMA} and "
+                                                         f"{SCHEMA_1} (upgraded on load)"))
     family: str = spec(NAME)
     target: str = spec(NAME)
     timed: bool = spec(Rule(bool))
@@ -60,12 +61,15 @@ class ResultsFile:
     sweep: dict = spec(Rule(dict), default=None)
 
 
-# The row fields that readers (tune report, tune export) use; a row may carry others.
+# The row fields that readers (tune report, tune export, occtune.tuned) use; a row may carry others.
+_RESOURCES = {k: _COUNT for k in ("threads", "static_lds", "dynamic_lds", "regs", "vgprs", "agprs", "sgprs")}
 ROW_FIELDS = {
     "config": Rule(dict), "workload": Rule(dict), "status": Rule(str), "reason": Rule(str, nullable=True),
-    "median_us": _NUMBER, "speedup": _NUMBER, "gbps": _NUMBER, "lds_budget_bytes": _COUNT,
-    "blocks_per_cu": _COUNT, "fits": Rule(bool), "covers_context": Rule(bool),
+    "median_us": _NUMBER, "iqr_us": _NUMBER, "speedup": _NUMBER, "gbps": _NUMBER, "lds_budget_bytes": _COUNT,
+    "blocks_per_cu": _COUNT, "fits": Rule(bool), "covers_context": Rule(bool), "resources": Rule(dict, nullable=True),
+    **{k: _COUNT for k in ("threads", "static_lds_bytes", "dynamic_lds_bytes", "regs", "vgprs", "agprs", "sgprs")},
 }
+CONFIG_FIELDS = {"threads": _COUNT}      # a config key readers compute with (the report's occupancy cliff)
 
 
 def analytic_document(result, target) -> dict:
@@ -125,12 +129,21 @@ def validate(doc, where: str) -> dict:
     top = load(ResultsFile, doc, where)
     if top.winner is not None:
         w = check_keys(top.winner, {"config": Rule(dict)}, where, "winner", closed=False)
-        for key in w["config"]:
-            NAME.check(key, f"{where}: a key of 'winner.config'")
-        check_keys(w["config"], dict.fromkeys(w["config"], _CONFIG_VALUE), where, "winner.config")
+        _check_config(w["config"], where, "winner.config")
     for i, row in enumerate(top.rows):
         check_keys(row, ROW_FIELDS, where, f"rows[{i}]", required=False, closed=False)
+        if row.get("resources"):
+            check_keys(row["resources"], _RESOURCES, where, f"rows[{i}].resources", required=False, closed=False)
+        if "config" in row:
+            _check_config(row["config"], where, f"rows[{i}].config")
     return doc
+
+
+def _check_config(config: dict, where: str, key: str) -> None:
+    """A config: plain parameter names, scalar values, the known ones typed (CONFIG_FIELDS)."""
+    for name in config:
+        NAME.check(name, f"{where}: a key of '{key}'")
+    check_keys(config, {n: CONFIG_FIELDS.get(n, _CONFIG_VALUE) for n in config}, where, key)
 
 
 def load_results(path: str | Path) -> dict:

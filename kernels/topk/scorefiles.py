@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import struct
+import tokenize
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ _ST_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "fl
               "I64": "int64", "I32": "int32", "I16": "int16", "U8": "uint8", "I8": "int8",
               "BOOL": "bool", "U16": "uint16", "U32": "uint32", "U64": "uint64"}
 _NP_OF = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}
+# What numpy's .npy/.npz readers (and zipfile, zlib, ast under them) raise on a truncated or
+# corrupt file: caught as "this file is unreadable", never anything else.
+NUMPY_FILE_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, NotImplementedError,
+                     SyntaxError, tokenize.TokenError)
 
 
 @dataclass
@@ -124,7 +129,7 @@ def load_lengths(path: str | Path, rows: int, length: int, key: str = "lengths")
                             ".safetensors or .txt")
     except UserError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    except NUMPY_FILE_ERRORS as e:
         raise UserError(f"{path}: cannot read lengths ({_short(e)})") from None
     return check_lengths(path, np.asarray(arr), rows, length)
 
@@ -243,7 +248,7 @@ def _open_npy(path: Path, key: str | None) -> ScoreSource:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)   # Fortran order, byte-swapped
     except UserError:
         raise
-    except (ValueError, OSError, EOFError) as e:
+    except NUMPY_FILE_ERRORS as e:
         raise UserError(f"{path}: not a readable .npy file ({_short(e)})") from None
     return _source_from_numpy(path, arr, None)
 
@@ -257,7 +262,7 @@ def _open_npz(path: Path, key: str | None) -> ScoreSource:
             lengths = z["lengths"] if "lengths" in names and name != "lengths" else None
     except UserError:
         raise
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+    except NUMPY_FILE_ERRORS as e:
         raise UserError(f"{path}: not a readable .npz file ({_short(e)}); is it truncated?") from None
     return _source_from_numpy(path, arr, lengths)
 

@@ -6,11 +6,13 @@ and goes under it in the HTML page. See :mod:`occtune.engine.report` for what is
 
 from __future__ import annotations
 
+import contextlib
 import math
 import textwrap
 from pathlib import Path
 
 from occtune.engine.family import key_of
+from occtune.errors import UserError
 from occtune.engine.report import CliffSeries, Timings, config_label, value_label, workload_label
 
 WINNER = dict(marker="*", markersize=17, color="gold", markeredgecolor="black", linestyle="none", zorder=6)
@@ -30,11 +32,17 @@ def _plt():
 
 def _save(fig, path: Path) -> Path:
     plt = _plt()
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("." + path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+        tmp.replace(path)
+    except OSError as e:              # an unwritable --out: one line, no half-written PNG
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable folder (--out)") from None
+    finally:
+        plt.close(fig)
     return path
 
 
