@@ -167,12 +167,16 @@ def test_occupancy_options(args):
     check(["occupancy", *args])
 
 
+SWEEP_OPTIONS = {"--fresh": None, "--cache": one_of_valid("fuzz-cache"), "--devices": value(one_of_valid("0", "0,1", "cuda:1", "0,0")),
+                 "--isolate": None, "--timeout": value(one_of_valid("1", "0", "-1", "nan", "inf")), "--retry-failed": None,
+                 "--rep-ms": value(one_of_valid("1", "0", "inf")), "--warmup-ms": value(one_of_valid("1", "-1", "nan")),
+                 "--graph": value(one_of_valid("0", "2", "-2"))}
+
 TOPK = {"--target": TARGET, "--budgets": SIZE_LISTS, "--threads": THREADS, "--static-lds": SIZES,
         "--bits": value(one_of_valid(8, 12, 7, 16)), "--required-context": value(ints(-5, 2**22)),
         "--headroom": value(st.floats(0, 1e6).map(repr), one_of_valid("1.25", "1", "1e308")),
         "--no-write": None, "--json": None, "--analytic": None, "--batch": value(one_of_valid("1,8", "0")),
-        "--lengths": SIZE_LISTS, "--fresh": None, "--devices": value(one_of_valid("0", "0,1", "cuda:1", "0,0")),
-        "--timeout": value(one_of_valid("1", "0", "-1", "nan")), "--isolate": None}
+        "--lengths": SIZE_LISTS, **SWEEP_OPTIONS}
 
 
 @given(options(TOPK, required=("--target",)))
@@ -180,6 +184,18 @@ TOPK = {"--target": TARGET, "--budgets": SIZE_LISTS, "--threads": THREADS, "--st
 def test_topk_options(work, args):
     out = work / "topk-options"
     check(["topk", *args, "--out", out], results=out)
+
+
+@given(options({"--target": TARGET, "--analytic": None, "--no-write": None, "--json": None,
+                "--set": value(one_of_valid("lds_budget=32768,40960", "threads=512", "bits=12", "bogus=1", "lds_budget=",
+                                            "=1", "threads=100")),
+                "--workload": value(one_of_valid("B=1,8", "L=8192", "K=0", "Q=1")), **SWEEP_OPTIONS},
+               required=("--target",)))
+@fuzz(60)
+def test_sweep_options(work, monkeypatch, args):
+    monkeypatch.chdir(work)
+    out = work / "sweep-results"
+    check(["sweep", "topk", *args, "--out", out], results=out)
 
 
 TIES = {"--bits": value(one_of_valid("8", "12", "8,12", "7", "8,16")), "--k": value(ints(-1, 5000)),
@@ -211,9 +227,8 @@ def _large_draw(args) -> bool:
                 "--num-warps": value(one_of_valid("1,2", "3", "16")),
                 "--variants": value(one_of_valid("flat,batched", "all", "fast", ",")),
                 "--shape": value(one_of_valid("8192,128,64", "1,2", "8,128,63", "0,1,2")),
-                "--target": TARGET, "--analytic": None, "--out": one_of_valid("rope-out"), "--fresh": None,
-                "--devices": value(one_of_valid("0", "0,1")), "--timeout": value(one_of_valid("1", "0", "nan")),
-                "--isolate": None, "--json": None}))
+                "--target": TARGET, "--analytic": None, "--out": one_of_valid("rope-out"), "--json": None,
+                **SWEEP_OPTIONS}))
 @fuzz(60)
 def test_rope_options(monkeypatch, work, args):
     import occtune.kernels.rope.cli as rope_cli

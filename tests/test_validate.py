@@ -50,6 +50,9 @@ def test_rules(rule, good, bad):
     (["--headroom", "inf"], "--headroom"),
     (["--bits", "7"], "--bits"),
     (["--timeout", "0"], "--timeout"),
+    (["--timeout", "inf"], "--timeout"),
+    (["--rep-ms", "inf"], "--rep-ms"),
+    (["--warmup-ms", "nan"], "--warmup-ms"),
     (["--batch", "0"], "--batch"),
 ])
 def test_topk_bad_options(capsys, tmp_path, args, fragment):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import click
 
 from occtune.errors import UserError
+from occtune.validate import NON_NEGATIVE, Value, finite
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -85,14 +86,6 @@ def check_devices(devices: tuple[str, ...] | None) -> None:
         raise UserError(f"--devices {','.join(missing)}: this machine has {have}; list indices it has")
 
 
-def _positive(name):
-    def check(ctx, param, value):
-        if value is not None and not value > 0:
-            raise click.BadParameter(f"must be a positive number of {name}, got {value}")
-        return value
-    return check
-
-
 def sweep_options(f):
     """The shared click options of every sweeping command (see :func:`from_cli`)."""
     opts = [
@@ -102,15 +95,15 @@ def sweep_options(f):
         click.option("--devices", default=None, help="GPU indices, e.g. 0,1: one worker process per GPU."),
         click.option("--isolate", is_flag=True, help="Run configs in a worker process (survives hangs and "
                                                      "device faults)."),
-        click.option("--timeout", "timeout_s", type=float, default=None, callback=_positive("seconds"),
+        click.option("--timeout", "timeout_s", type=finite(above=0), default=None,
                      help=f"Seconds a config may run before it is declared hung (default {DEFAULT_TIMEOUT_S:g}); "
                           "implies a worker process, since only a process can be stopped."),
         click.option("--retry-failed", is_flag=True, help="Re-measure cached timeouts and crashes."),
-        click.option("--rep-ms", type=float, default=100.0, show_default=True, callback=_positive("ms"),
+        click.option("--rep-ms", type=finite(above=0), default=100.0, show_default=True,
                      help="Timing budget per point."),
-        click.option("--warmup-ms", type=float, default=25.0, show_default=True, callback=_positive("ms"),
+        click.option("--warmup-ms", type=finite(above=0), default=25.0, show_default=True,
                      help="Warm-up budget per point."),
-        click.option("--graph", type=click.IntRange(min=0), default=0,
+        click.option("--graph", type=Value(NON_NEGATIVE), default=0,
                      help="Replay N launches in a CUDA graph (very short kernels; L2 warm)."),
         click.option("--adaptive/--no-adaptive", default=True, show_default=True,
                      help="Stop timing a point once its median's 95% confidence interval is within +-1% "
