@@ -27,7 +27,9 @@ class SweepRequest:
     workloads: tuple | None = None            # None: the family's default workloads
     analytic: bool = False                    # resources and occupancy only, even on the GPU
     device: str | None = None                 # "cpu": a timed sweep on this CPU (Triton's interpreter)
-    out_dir: str | None = "results"           # None: write nothing
+    out_dir: str | None = None                # None: results/ (timed) or occtune-results/ (analytic)
+    write: bool = True                        # False: write nothing
+    force: bool = False                       # an analytic sweep may replace timed results
     as_json: bool = False
     run: RunOptions = field(default_factory=RunOptions)
     timing: TimingOptions = field(default_factory=TimingOptions)
@@ -89,7 +91,7 @@ def valid_configs(family, configs: list[dict], workloads: list[dict]) -> tuple[l
 
 def _analytic(family, target, configs, workloads, req: SweepRequest):
     from occtune.engine.analytic import analytic_sweep
-    from occtune.results import analytic_document, results_path, write_results
+    from occtune.results import analytic_document, out_folder, results_path, write_results
 
     valid, skipped = valid_configs(family, configs, workloads)
     result = analytic_sweep(family, target, valid)
@@ -100,7 +102,8 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
     if result.winner is None:
         raise UserError(f"no winner for {family.name} on {target.name}: {result.why}; nothing written")
     doc = analytic_document(result, target)
-    path = write_results(results_path(req.out_dir, target.name, family.name), doc) if req.out_dir else None
+    path = write_results(results_path(out_folder(req.out_dir, timed=False), target.name, family.name), doc,
+                         force=req.force) if req.write else None
     if req.as_json:
         from occtune.output import emit_json
 
@@ -113,6 +116,7 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
 def _timed(family, target, configs, workloads, req: SweepRequest):
     """The timed sweep on the local GPU (``target``), or on the CPU when ``target`` is None."""
     from occtune.engine.sweep import SweepHooks
+    from occtune.results import out_folder
     from occtune.timed import Output, run_timed
 
     hooks = SweepHooks() if target is None else SweepHooks(
@@ -120,7 +124,8 @@ def _timed(family, target, configs, workloads, req: SweepRequest):
     return run_timed(family, target=target.name if target else "cpu", configs=configs, workloads=workloads,
                      device="cuda" if target else "cpu",
                      timer=req.timing.timer(), options=req.run, hooks=hooks,
-                     output=Output(out_dir=req.out_dir, as_json=req.as_json))
+                     output=Output(out_dir=out_folder(req.out_dir, timed=True) if req.write else None,
+                                   as_json=req.as_json))
 
 
 def _fits(family, target, config) -> tuple[bool, str]:

@@ -29,9 +29,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from occtune.errors import UserError
 from occtune.fsutil import atomic_write_yaml
-from occtune.validate import NAME, Rule, check_keys, load, read_yaml, spec
+from occtune.validate import NAME, Rule, check_keys, load, parse_yaml, read_yaml, spec
 
 SCHEMA = "occtune.results/2"
 SCHEMA_1 = "occtune.results/1"           # read (upgraded on load), never written
@@ -90,13 +92,44 @@ def analytic_document(result, target) -> dict:
     }
 
 
+# Where results go unless --out says otherwise. Timed results are measurements, worth keeping and
+# committing; analytic ones are recomputed in a second from the profiles, so they go to a folder
+# that .gitignore names: the README's main job leaves a clean checkout.
+TIMED_DIR = "results"
+ANALYTIC_DIR = "occtune-results"
+
+
+def out_folder(out_dir: str | Path | None, timed: bool) -> str | Path:
+    """``out_dir``, or the default folder of timed or analytic results."""
+    return out_dir if out_dir else (TIMED_DIR if timed else ANALYTIC_DIR)
+
+
 def results_path(out_dir: str | Path, target: str, family: str) -> Path:
     return Path(out_dir) / target / f"{family}.yaml"
 
 
-def write_results(path: str | Path, doc: dict) -> Path:
+def write_results(path: str | Path, doc: dict, *, force: bool = False) -> Path:
+    """Validate ``doc`` and write it atomically. Analytic results never replace timed ones
+    (measurements cannot be recomputed) unless ``force``."""
     validate(doc, str(path))
+    if not doc["timed"] and not force:
+        keep_timed(Path(path))
     return atomic_write_yaml(path, tidy(doc))
+
+
+def keep_timed(path: Path) -> None:
+    """A UserError if ``path`` holds timed results (an analytic run is about to replace them)."""
+    try:
+        old = parse_yaml(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):      # not results at all: nothing measured to keep
+        return
+    if isinstance(old, dict) and old.get("timed") is True:
+        prov = old.get("provenance") if isinstance(old.get("provenance"), dict) else {}
+        what = ", ".join(str(prov[k]) for k in ("device", "date") if prov.get(k)) or "measured"
+        raise UserError(f"{path} holds timed results ({what}); an analytic run does not replace them: write "
+                        "elsewhere (--out DIR) or pass --force")
 
 
 def tidy(obj, key: str = ""):

@@ -28,7 +28,7 @@ from occtune.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
 from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
 from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
-from occtune.results import SCHEMA, results_path, write_results
+from occtune.results import SCHEMA, out_folder, results_path, write_results
 from occtune.targets import load_target
 from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, ValueList
 
@@ -74,8 +74,10 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
               help="Safety factor (1..1000) on the required context (default 1.25).")
 @click.option("--scores", type=click.Path(), help="Score rows (.pt/.npy/.safetensors): use the measured tie bound.")
 @click.option("--profile", "profile_path", type=click.Path(), help="Kernel profile (default: the family's profile.yaml).")
-@click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
+@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
+                                        "analytic).")
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
+@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--analytic", is_flag=True, help="The analytic sweep even on the local GPU's target.")
 @click.option("--batch", type=POSITIVE_INT_LIST, default="1,8,64,256", show_default=True,
@@ -84,7 +86,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
               help="Timed: row lengths (K = 1024).")
 @sweep_options
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
-            profile_path, out_dir, no_write, as_json, analytic, batch, lengths, **opts):
+            profile_path, out_dir, no_write, force, as_json, analytic, batch, lengths, **opts):
     """Sweep LDS budgets: occupancy, tie capacity and the winner; writes results/<target>/topk.yaml."""
     run_opts, timing = from_cli(opts)
     target = load_target(target_name)
@@ -101,8 +103,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
         from occtune.targets import detect
 
         if detect(target.vendor)["target"] == target.name:
-            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_dir, run_opts, timing,
-                         as_json, tie_summary, threads_list)
+            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_folder(out_dir, True),
+                         run_opts, timing, as_json, tie_summary, threads_list)
             return
     reject_timed_options(click.get_current_context(), "--analytic asks for the analytic sweep" if analytic
                          else f"no {target.name} GPU is here, so this sweep is analytic", extra=("batch", "lengths"))
@@ -121,7 +123,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     path = None
     if not no_write:
-        path = write_results(results_path(out_dir, target.name, "topk"), doc)
+        path = write_results(results_path(out_folder(out_dir, False), target.name, "topk"), doc, force=force)
     if as_json:
         emit_json({**doc, "configs": rows, "results_file": str(path) if path else None})
         return

@@ -96,12 +96,14 @@ def _list_families(as_json: bool) -> None:
               help="Values of one parameter axis (repeatable); other axes keep the family's defaults.")
 @click.option("--workload", "workload_items", multiple=True, metavar="KEY=V1,V2",
               help="Workload values (repeatable; their product is swept); other keys keep the defaults.")
-@click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
+@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
+                                        "analytic).")
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
+@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @sweep_options
-def command(family_name, list_only, target_name, analytic, device, sets, workload_items, out_dir, no_write, as_json,
-            **opts):
+def command(family_name, list_only, target_name, analytic, device, sets, workload_items, out_dir, no_write, force,
+            as_json, **opts):
     """Sweep any kernel family: analytic on another target, timed on the local GPU."""
     if list_only:
         _list_families(as_json)
@@ -118,5 +120,5 @@ def command(family_name, list_only, target_name, analytic, device, sets, workloa
         raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
     req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
                        configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
-                       out_dir=None if no_write else out_dir, as_json=as_json, run=run, timing=timing)
+                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, run=run, timing=timing)
     run_request(req, family)
