@@ -22,7 +22,8 @@ def timed_copy(tmp_path):
     return dst
 
 
-@pytest.mark.parametrize("verb", [["topk", "--target", "sm_90"], ["sweep", "topk", "--target", "sm_90", "--analytic"]])
+@pytest.mark.parametrize("verb", [["topk", "--target", "sm_90"],
+                                  ["sweep", "topk", "--target", "sm_90", "--analytic", "--set", "bits=12"]])
 def test_an_analytic_run_does_not_replace_timed_results(capsys, timed_copy, verb):
     before = timed_copy.read_bytes()
     check_user_error(run_main(capsys, *verb, "--out", timed_copy.parent.parent), "holds timed results",

@@ -1,5 +1,7 @@
 """`tune topk` on a CPU machine: the analytic sweep must reproduce the sglang hand analysis."""
 
+import json
+
 import pytest
 import yaml
 
@@ -26,8 +28,16 @@ def _clang_for(target):
         return None
 
 
+def _no_winner_json(*args, **kw):
+    """The JSON a sweep without a winner still prints (exit 2, one error line, nothing written)."""
+    r = tune(*args, "--json", **kw)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "nothing written" in r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
 def test_gfx950_without_a_compiler_assumes_loudly_and_the_data_refutes_40k(tmp_path):
-    doc = tune_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path, env=NO_COMPILERS)
+    doc = _no_winner_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path, env=NO_COMPILERS)
+    assert list(tmp_path.iterdir()) == []
     rows, a = _by_budget(doc), doc["assumptions"]
     assert set(rows) == {32 * K, 40 * K, 48 * K, 128 * K}
     assert a["resources_assumed"] and a["resources_source"].startswith("assumed: ")
@@ -42,21 +52,21 @@ def test_gfx950_without_a_compiler_assumes_loudly_and_the_data_refutes_40k(tmp_p
     assert not any(r["covers_context"] for r in rows.values()) and doc["winner"] is None
     assert a["other_width"]["bits"] == 12 and a["other_width"]["required_entries"] < 4096
     r = tune("topk", "--target", "gfx950", "--bits", "8", "--no-write", env=NO_COMPILERS)
-    assert r.returncode == 0 and "warning: resources assumed" in r.stdout and "try --bits 12" in r.stdout
+    assert r.returncode == 2 and "warning: resources assumed" in r.stdout and "try --bits 12" in r.stderr
 
 
 def test_gfx950_compiled_static_lds_moves_48k_to_3_blocks(tmp_path):
     clang = _clang_for("gfx950")
     if clang is None:
         pytest.skip("no clang for gfx950 here (pip install 'occtune[amd]')")
-    doc = tune_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path)
+    doc = _no_winner_json("topk", "--target", "gfx950", "--bits", "8", "--out", tmp_path)
     rows, a = _by_budget(doc), doc["assumptions"]
     assert a["resources_source"] == f"compiled: clang {clang.version} gfx950" and not a["resources_assumed"]
     assert 0 < a["static_lds_bytes"] < 7 * K                    # the compiler's figure, not the estimate
     assert rows[48 * K]["blocks_per_cu"] == 3                    # 2 with the 7 KiB estimate
     for r in rows.values():
         assert r["vgprs"] > 0 and r["sgprs"] > 0 and r["llvm_model_waves"] == r["compiler_occupancy"]
-    assumed = _by_budget(tune_json("topk", "--target", "gfx950", "--bits", "8", "--no-write", env=NO_COMPILERS))
+    assumed = _by_budget(_no_winner_json("topk", "--target", "gfx950", "--bits", "8", "--no-write", env=NO_COMPILERS))
     assert assumed[48 * K]["blocks_per_cu"] == 2
     # with the 12-bit key the same bound is met: a winner, the most blocks per CU
     doc12 = tune_json("topk", "--target", "gfx950", "--bits", "12", "--no-write")
@@ -140,8 +150,8 @@ def test_budget_over_the_workgroup_maximum_is_a_row_not_a_crash(tmp_path):
 
 def test_no_winner_when_nothing_covers(tmp_path):
     r = tune("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path, "--json", env=NO_COMPILERS)
-    assert_user_error(r, "8 KiB excluded: does not cover the required context")
-    assert r.stdout == "" and list(tmp_path.iterdir()) == []
+    assert_user_error(r, "8 KiB excluded: does not cover the required context", "nothing written")
+    assert json.loads(r.stdout)["winner"] is None and list(tmp_path.iterdir()) == []
 
 
 def test_bad_input(tmp_path):

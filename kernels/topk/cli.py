@@ -111,29 +111,31 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     if len(threads_list) > 1:
         raise UserError(f"--threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
                         f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "
-                        "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes several")
+                        "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes "
+                        "several")
     sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
     rows, winner, why = result.rows, result.winner, result.why
     if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
         why += f"; scores: {stats.nonfinite_note()}"
-    if winner is None:       # nothing to recommend: say why per budget, write nothing
-        raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}")
     if stats is not None:
         _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
     path = None
-    if not no_write:
+    if winner is not None and not no_write:
         path = write_results(results_path(out_folder(out_dir, False), target.name, "topk"), doc, force=force)
     if as_json:
         emit_json({**doc, "configs": rows, "results_file": str(path) if path else None})
-        return
-    _print_table(target, sweep, rows, winner, why, path, doc["assumptions"])
+    else:
+        _print_table(target, sweep, rows, winner, why, path, doc["assumptions"])
+    if winner is None:       # nothing to recommend: the table shows why, the error says so, nothing written
+        raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}; nothing written")
 
 
 def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
     """The family's analytic sweep (occtune.engine.analytic) over the budgets at one width: the
     compiled main kernel's resources per budget, the default capacity bound unless --scores gave
-    a measured one, and overflowed rows of timed sweeps under ``out_dir`` as refutations."""
+    a measured one, and overflowed rows of timed sweeps under ``out_dir`` (default: results/, where
+    timed results go) as refutations."""
     from contextlib import nullcontext
     from dataclasses import replace
 
@@ -145,7 +147,7 @@ def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
 
     if sweep.max_candidates is None:
         sweep = with_default_bound(sweep, profile.k)
-    sweep = replace(sweep, timed_overflow=timed_overflows(out_dir, sweep.required_context))
+    sweep = replace(sweep, timed_overflow=timed_overflows(out_folder(out_dir, timed=True), sweep.required_context))
     fam = TopkFamily(budgets=sweep.budgets, threads=(sweep.threads,), bits=(sweep.bits,), k=profile.k, sweep=sweep,
                      static_lds=sweep.static_lds if static_lds_given else None)
     configs = default_configs(fam)
@@ -277,8 +279,9 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
     console.print(table)
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
-    console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
-                  f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
+    if winner is not None:
+        console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
+                      f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
     if target.unconfirmed():
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
     if path:
