@@ -47,6 +47,8 @@ class Rule:
     def describe(self) -> str:
         if self.text:
             return self.text
+        if len(self.choices) == 2:
+            return f"{self.choices[0]} or {self.choices[1]}"
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices))
         text = _KIND_TEXT.get(self.kind, "a value")
