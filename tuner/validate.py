@@ -26,7 +26,7 @@ from occtune.units import parse_size
 
 SIZE = "size"     # a Rule kind: a byte count, as an integer or a string such as 40K
 _KIND_TEXT = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
-              list: "a list", dict: "a mapping", SIZE: "a byte size (e.g. 40960, 40K, 40KiB)"}
+              list: "a list", dict: "a mapping", SIZE: "a byte size"}
 NAME_PATTERN = r"[A-Za-z0-9_.+-]{1,64}"     # target and family names: one plain word
 
 
@@ -68,6 +68,8 @@ class Rule:
             text = f"a list of {self.length}"
         if self.items is not None:
             text += f", each {self.items.describe()}"
+        if self.kind is SIZE:
+            text += " (e.g. 40960, 40K, 40KiB)"
         return text + (" (or null)" if self.nullable else "")
 
     def check(self, value, what: str):

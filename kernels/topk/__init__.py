@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import namedtuple
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ BITS_RULE = Rule(int, choices=(8, 12))                    # coarse-key width
 THREADS_RULE = Rule(int, min=64, max=1024, multiple=64)   # threads per block
 BUDGET_RULE = Rule(SIZE, min=64, multiple=8)              # dynamic LDS bytes
 K_RULE = Rule(int, min=1, max=MAX_K)                      # top-k size
+_BUDGET_BYTES = replace(BUDGET_RULE, kind=int)            # a config's budget: bytes, not "40K"
 # Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
 PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-bound single pass
 
@@ -49,7 +50,7 @@ def read_source() -> str:
 
 def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
     """The compile-time macros of one config (validated)."""
-    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": BUDGET_RULE.check(budget, "LDS budget"),
+    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": _BUDGET_BYTES.check(budget, "LDS budget"),
             "TOPK_THREADS": THREADS_RULE.check(threads, "threads"),
             "TOPK_COARSE_BITS": BITS_RULE.check(bits, "coarse key width")}
 
