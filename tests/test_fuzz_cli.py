@@ -183,7 +183,9 @@ def test_occupancy_options(args):
 SWEEP_OPTIONS = {"--fresh": None, "--cache": pick("fuzz-cache"), "--devices": value(pick("0", "0,1", "cuda:1"), pick("0,0", "-1")),
                  "--isolate": None, "--timeout": value(pick("1", "30.5"), pick("0", "-1", "nan", "inf")),
                  "--retry-failed": None, "--rep-ms": value(pick("1", "100"), pick("0", "inf")),
-                 "--warmup-ms": value(pick("1", "25"), pick("-1", "nan")), "--graph": value(pick("0", "2"), pick("-2"))}
+                 "--warmup-ms": value(pick("1", "25"), pick("-1", "nan")), "--graph": value(pick("0", "2"), pick("-2")),
+                 "--adaptive": None, "--no-adaptive": None, "--profile-sweep": None,
+                 "--ray": value(pick("127.0.0.1:1"), pick("", "auto"))}
 
 TOPK = {"--target": TARGET, "--budgets": SIZE_LISTS, "--threads": THREADS, "--static-lds": SIZES,
         "--bits": value(pick(8, 12), pick(7, 16)), "--required-context": value(ints(1, 2**22), ints(-5, 0)),

@@ -240,6 +240,7 @@ def test_nan_heavy_scores_are_counted_and_the_recommendation_says_so(capsys, tmp
     (["topk", "--target", "gfx950", "--analytic", "--isolate", "--fresh"], "--fresh, --isolate"),
     (["topk", "--target", "gfx950", "--lengths", "8K"], "--lengths"),
     (["rope", "--target", "gfx942", "--devices", "0"], "--devices"),
+    (["sweep", "topk", "--target", "gfx950", "--isolate", "--rep-ms", "5"], "--isolate, --rep-ms"),
 ])
 def test_timed_options_on_an_analytic_run_are_errors(capsys, tmp_path, args, fragment):
     check_user_error(run_main(capsys, *args, "--out", tmp_path), fragment)

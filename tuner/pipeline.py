@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from occtune.engine.options import RunOptions, TimingOptions
+from occtune.engine.options import RunOptions, TimingOptions, check_untimed
 from occtune.errors import UserError
 
 
@@ -31,6 +31,7 @@ class SweepRequest:
     write: bool = True                        # False: write nothing
     force: bool = False                       # an analytic sweep may replace timed results
     as_json: bool = False
+    timed_flags: tuple = ()                   # options of the timed sweep given on the command line
     run: RunOptions = field(default_factory=RunOptions)
     timing: TimingOptions = field(default_factory=TimingOptions)
 
@@ -69,10 +70,9 @@ def run_request(req: SweepRequest, family: Any = None):
         raise UserError("no GPU found here; pass --target (e.g. --target gfx950) for the analytic sweep")
     target = load_target(name)
     if req.analytic or target.name != local:
-        if req.run.devices or req.run.ray:
-            flag = "--devices" if req.run.devices else "--ray"
-            raise UserError(f"{flag} spreads a timed sweep over GPUs; this sweep is analytic "
-                            f"(no {target.name} GPU here): drop {flag}")
+        given = req.timed_flags or tuple(f for f, on in (("--devices", req.run.devices), ("--ray", req.run.ray)) if on)
+        check_untimed(given, "--analytic asks for the analytic sweep" if req.analytic
+                      else f"no {target.name} GPU is here, so this sweep is analytic")
         return _analytic(family, target, configs, workloads, req)
     return _timed(family, target, configs, workloads, req)
 

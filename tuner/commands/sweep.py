@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from occtune.engine.options import from_cli, sweep_options
+from occtune.engine.options import from_cli, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.units import parse_size
 
@@ -120,5 +120,6 @@ def command(family_name, list_only, target_name, analytic, device, sets, workloa
         raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
     req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
                        configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
-                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, run=run, timing=timing)
+                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, run=run, timing=timing,
+                       timed_flags=timed_options_given(click.get_current_context()))
     run_request(req, family)

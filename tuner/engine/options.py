@@ -123,19 +123,28 @@ SWEEP_OPTION_NAMES = ("fresh", "cache_dir", "devices", "isolate", "timeout_s", "
                       "warmup_ms", "graph", "adaptive", "profile_sweep", "ray")
 
 
-def reject_timed_options(ctx, why: str, extra: tuple[str, ...] = ()) -> None:
-    """A UserError when a sweep option, or one of ``extra`` (a command's own options of the timed
-    sweep, by click parameter name), was given on the command line to a run that is not timed:
-    such an option would be silently ignored."""
+def timed_options_given(ctx, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The sweep options, and ``extra`` (a command's own options of the timed sweep, by click
+    parameter name), that were given on the command line: flags such as ``--devices``."""
     from click.core import ParameterSource
 
     names = SWEEP_OPTION_NAMES + tuple(extra)
-    given = [p.opts[0] for p in ctx.command.params
-             if p.name in names and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+    return tuple(p.opts[0] for p in ctx.command.params
+                 if p.name in names and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE)
+
+
+def check_untimed(given: tuple[str, ...], why: str) -> None:
+    """A UserError naming the options of the timed sweep (``given``) that a run which is not timed
+    would silently ignore; ``why`` says why the run is not timed."""
     if given:
         one = len(given) == 1
         raise UserError(f"{', '.join(given)}: only the timed sweep takes {'this' if one else 'these'}, and "
                         f"{why}; drop {'it' if one else 'them'}")
+
+
+def reject_timed_options(ctx, why: str, extra: tuple[str, ...] = ()) -> None:
+    """:func:`check_untimed` of the options given to the current command."""
+    check_untimed(timed_options_given(ctx, extra), why)
 
 
 def from_cli(kwargs: dict) -> tuple[RunOptions, TimingOptions]:
