@@ -115,7 +115,8 @@ def test_small_sweep_of_each_family_reports_its_phases(family):
         configs = [{"variant": v, "BLOCK_M": 16, "num_warps": w} for v in ("flat", "tile") for w in (1, 4)]
         workloads = [deepseek_workload(T) for T in (64, 8192)]
     res = run_sweep(fam, configs, workloads, device="cuda", timer=TimingOptions().timer(), progress=False)
-    assert res.counts() == {"ok": len(configs) * len(workloads)}, [r["reason"] for r in res.rows if r["reason"]]
+    swept = configs + ([fam.baseline_config()] if fam.baseline_config() not in configs else [])  # baseline added
+    assert res.counts() == {"ok": len(swept) * len(workloads)}, [r["reason"] for r in res.rows if r["reason"]]
     for p in ("compile", "inputs", "reference", "verify", "warmup", "timing"):
         assert res.phases.get(p, 0) > 0, p
     again = run_sweep(fam, configs, workloads, device="cuda", timer=TimingOptions().timer(), progress=False)
