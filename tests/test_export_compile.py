@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from clihelp import REPO
 
@@ -41,9 +42,13 @@ ROPE_PROBE = r"""
 #include HEADER
 static_assert(OCCTUNE_ROPE_VARIANT == OCCTUNE_ROPE_VARIANT_FLAT, "variant by name");
 #endif
-static_assert(OCCTUNE_ROPE_VARIANT == 3 && OCCTUNE_ROPE_BLOCK_M == 16 && OCCTUNE_ROPE_NUM_WARPS == 4, "rope");
+static_assert(OCCTUNE_ROPE_VARIANT == 3 && OCCTUNE_ROPE_BLOCK_M == @BLOCK_M@ && OCCTUNE_ROPE_NUM_WARPS == @WARPS@, "rope");
 __device__ int probe() { return OCCTUNE_ROPE_BLOCK_M; }
 """
+_ROPE_WIN = yaml.safe_load((REPO / "results/sm_90/rope.yaml").read_text())["winner"]["config"]
+assert _ROPE_WIN["variant"] == "flat"          # VARIANT_NAMES[3], asserted by name in the probe too
+ROPE_PROBE = ROPE_PROBE.replace("@BLOCK_M@", str(_ROPE_WIN["BLOCK_M"])).replace("@WARPS@", str(_ROPE_WIN["num_warps"]))
+
 
 
 def _zig() -> list[str] | None:
@@ -98,21 +103,28 @@ def headers(tmp_path_factory):
             "gfx942": export(d / "gfx942", TOPK[0])}
 
 
+def _budget(target: str) -> int:
+    """The committed winner's LDS budget for ``target`` (the header must give exactly this)."""
+    return yaml.safe_load((REPO / f"results/{target}/topk.yaml").read_text())["winner"]["config"]["lds_budget"]
+
+
+SM90, GFX942, GFX950 = _budget("sm_90"), _budget("gfx942"), _budget("gfx950")
+
 # (compiler, header, extra -D, the value every pass that gets through sees, the #error's words or None)
 CASES = [
-    ("nvcc-sm_90", "sm_90", [], 49152, None),
-    ("nvcc-sm_90", "all", ["-DOCCTUNE_TARGET_SM_90"], 49152, None),
+    ("nvcc-sm_90", "sm_90", [], SM90, None),
+    ("nvcc-sm_90", "all", ["-DOCCTUNE_TARGET_SM_90"], SM90, None),
     ("nvcc-sm_90", "all", [], 0, "pick the target being built with"),
-    ("nvcc-sm_90", "all", ["-DOCCTUNE_TARGET_GFX950"], 40960, "another target than gfx950"),
-    ("nvcc-sm_100", "sm_90", [], 49152, "another target than sm_90"),
-    ("clang19-gfx942", "gfx942", [], 49152, None),
-    ("clang19-gfx942", "all", ["-DOCCTUNE_TARGET_GFX942"], 49152, None),
+    ("nvcc-sm_90", "all", ["-DOCCTUNE_TARGET_GFX950"], GFX950, "another target than gfx950"),
+    ("nvcc-sm_100", "sm_90", [], SM90, "another target than sm_90"),
+    ("clang19-gfx942", "gfx942", [], GFX942, None),
+    ("clang19-gfx942", "all", ["-DOCCTUNE_TARGET_GFX942"], GFX942, None),
     ("clang19-gfx942", "all", [], 0, "pick the target being built with"),
     ("clang19-gfx942", "all", ["-DOCCTUNE_TARGET_SM_100"], 0, "holds tuned values for gfx942, gfx950, sm_90 only"),
-    ("clang19-gfx942", "sm_90", [], 49152, "another target than sm_90"),
+    ("clang19-gfx942", "sm_90", [], SM90, "another target than sm_90"),
     ("clang19-gfx942", "all", ["-DOCCTUNE_TARGET_GFX942", "-DOCCTUNE_TARGET_GFX950"], 0, "more than one"),
-    ("zig-gfx950", "all", ["-DOCCTUNE_TARGET_GFX950"], 40960, None),
-    ("zig-gfx950", "all", ["-DOCCTUNE_TARGET_GFX942"], 49152, "another target than gfx942"),
+    ("zig-gfx950", "all", ["-DOCCTUNE_TARGET_GFX950"], GFX950, None),
+    ("zig-gfx950", "all", ["-DOCCTUNE_TARGET_GFX942"], GFX942, "another target than gfx942"),
 ]
 
 

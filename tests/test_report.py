@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from clihelp import REPO
 from doubles import FakeTimer, FaultFamily
@@ -67,8 +68,16 @@ def test_committed_results_and_a_benchmark_csv(tmp_path):
         html = open(s["html"]).read()
         assert len(_images(html)) == len(s["plots"]) and html.count("<figcaption>") == len(s["plots"])
     page = open(timed["html"]).read()
-    assert "bits=8 lds_budget=48K threads=512" in page and "NVIDIA H200" in page
-    assert "not admissible" in page                                  # the excluded 32 KiB, with its reason
+    win = yaml.safe_load((REPO / "results/sm_90/topk.yaml").read_text())["winner"]["config"]
+    line = page[page.index("Winner: <b>"):].split("</b>")[0]
+    assert all(f"{k}={v}" in line for k, v in (("bits", win["bits"]), ("lds_budget", f"{win['lds_budget'] // 1024}K"),
+                                                ("threads", win["threads"])))
+    assert "NVIDIA H200" in page
+    import html as _html
+
+    doc = yaml.safe_load((REPO / "results/sm_90/topk.yaml").read_text())
+    for e in doc.get("excluded") or []:                              # every excluded config, with its reason
+        assert _html.escape(e["reason"][:40]) in page
     assert "torch (baseline)" in open(bench["html"]).read()           # the CSV's torch_us column
 
 
