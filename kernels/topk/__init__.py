@@ -1,6 +1,6 @@
 """Radix top-k with transform ("topk_transform"), our own CUDA/HIP single-source kernel.
 
-``topk(scores, k, lengths, row_starts, budget=..., ...)`` -> int32 ``[B, k]`` row indices of the
+``topk(scores, k, lengths, row_starts, lds_budget=..., ...)`` -> int32 ``[B, k]`` row indices of the
 k largest scores per row (unsorted; -1 padding where a row is shorter than k), optionally mapped
 through a page table or ragged offsets. See ``topk.cuh`` for the algorithm and the NaN policy.
 
@@ -48,9 +48,9 @@ def read_source() -> str:
     return SOURCE_PATH.read_text(encoding="utf-8")
 
 
-def defines(budget: int, threads: int = 512, bits: int = 8) -> dict:
+def defines(lds_budget: int, threads: int = 512, bits: int = 8) -> dict:
     """The compile-time macros of one config (validated)."""
-    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": _BUDGET_BYTES.check(budget, "LDS budget"),
+    return {"SGL_TOPK_DYNAMIC_SMEM_BYTES": _BUDGET_BYTES.check(lds_budget, "LDS budget"),
             "TOPK_THREADS": THREADS_RULE.check(threads, "threads"),
             "TOPK_COARSE_BITS": BITS_RULE.check(bits, "coarse key width")}
 
@@ -104,7 +104,7 @@ def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
     return s if s >= 2 else 1
 
 
-def cluster_fits(L: int, k: int, budget: int, S: int) -> bool:
+def cluster_fits(L: int, k: int, lds_budget: int, S: int) -> bool:
     """Whether a cluster block's slice is expected to keep few enough values for its stage.
 
     The sample aims at about 1.5k + L/256 kept values per row (1.5 times the expected count
@@ -114,7 +114,7 @@ def cluster_fits(L: int, k: int, budget: int, S: int) -> bool:
     the budget's entries, or a row would often take the (exact, slower) whole-row fallback.
     """
     per_block = (2 * int(k) + int(L) // 256) / max(1, int(S))
-    return 1.5 * per_block <= candidate_entries(budget)
+    return 1.5 * per_block <= candidate_entries(lds_budget)
 
 
 def cluster_capable(arch) -> bool:
@@ -128,12 +128,12 @@ def cluster_capable(arch) -> bool:
 _BUILT: dict = {}             # (budget, threads, bits, device) -> kernel: a repeat costs a lookup
 
 
-def build(budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
-    key = (budget, threads, bits, device)
+def build(lds_budget: int = DEFAULT_BUDGET, threads: int = 512, bits: int = 8, device=None):
+    key = (lds_budget, threads, bits, device)
     h = _BUILT.get(key)
     if h is None:
-        h = _BUILT[key] = rtc.compile_kernel(read_source(), KERNEL_NAME, defines(budget, threads, bits),
-                                             device, dynamic_smem=int(budget))
+        h = _BUILT[key] = rtc.compile_kernel(read_source(), KERNEL_NAME, defines(lds_budget, threads, bits),
+                                             device, dynamic_smem=int(lds_budget))
     return h
 
 
@@ -141,38 +141,38 @@ _DERIVED_HANDLES: dict = {}   # (name, options, arch, device, extra macros) -> k
 _NUM_SMS: dict = {}
 
 
-def _derived_handle(handle, name, extra: dict, dynamic_smem: int, budget, threads, bits, dev):
+def _derived_handle(handle, name, extra: dict, dynamic_smem: int, lds_budget, threads, bits, dev):
     """Kernel ``name`` of topk.cuh built with every macro of ``handle`` plus ``extra`` (cached:
     no host work after the first call)."""
     key = (name, tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev),
            tuple(sorted(extra.items())))
     h = _DERIVED_HANDLES.get(key)
     if h is None:
-        d = {**(handle.defines or defines(budget, threads, bits)), **extra}   # extra macros carry over
+        d = {**(handle.defines or defines(lds_budget, threads, bits)), **extra}   # extra macros carry over
         h = rtc.compile_kernel(read_source(), name, d, dev, dynamic_smem=dynamic_smem)
         _DERIVED_HANDLES[key] = h
     return h
 
 
-def _split_handle(handle, budget, threads, bits, dev):
+def _split_handle(handle, lds_budget, threads, bits, dev):
     """The split main-pass kernel (no dynamic shared memory)."""
-    return _derived_handle(handle, SPLIT_KERNEL_NAME, {}, 0, budget, threads, bits, dev)
+    return _derived_handle(handle, SPLIT_KERNEL_NAME, {}, 0, lds_budget, threads, bits, dev)
 
 
-def _cluster_handle(handle, S: int, budget, threads, bits, dev):
-    """The cluster kernel with TOPK_CLUSTER=S (same budget)."""
-    smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
-    return _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, budget, threads,
+def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev):
+    """The cluster kernel with TOPK_CLUSTER=S (same lds_budget)."""
+    smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
+    return _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, lds_budget, threads,
                            bits, dev)
 
 
-def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, bits, dev):
+def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threads, bits, dev):
     """Cluster size for the cluster kernel, or 0 to use the other kernels (see ``topk``).
 
     Automatic (cluster=None, split=None): on sm_90+ where a cluster covers the whole one-wave
     split and a block's kept values are expected to fit its stage, with S lowered until the
     driver says every row's cluster is resident at once; 0 wherever that fails (including a
-    cluster kernel that cannot be built with this budget). cluster=True: S = split (2..8), or the
+    cluster kernel that cannot be built with this lds_budget). cluster=True: S = split (2..8), or the
     automatic S without the fit rule; an error where no cluster can be used. A given split with
     cluster unset keeps the split kernel.
     """
@@ -186,7 +186,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
                             f"clusters); this one is {handle.arch}: leave cluster unset")
         return 0
     nthreads = int(handle.defines.get("TOPK_THREADS", threads))
-    smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", budget))
+    smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
     if split is not None:
         return min(split_plan(B, L, scap, nsms, split), MAX_CLUSTER)
     # blocks/SM: the driver's answer for the main kernel (same threads and budget; asked once
@@ -205,7 +205,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, budget, threads, 
         if not cluster and not cluster_fits(L, k, smem, S):
             return 0                                    # (a smaller S keeps more per block)
         try:
-            ch = _cluster_handle(handle, S, budget, threads, bits, dev)
+            ch = _cluster_handle(handle, S, lds_budget, threads, bits, dev)
         except UserError:
             if cluster:
                 raise
@@ -244,7 +244,7 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
-def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | None = None,
+def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
          threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
          return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
          split=None, split_kernel=None, cluster=None):
@@ -269,13 +269,13 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | 
     first, outside the capture, so that compilation and the plan happen there). Not capturable:
     ``return_diagnostics=True`` (it reads the overflow count back); use "lazy".
 
-    ``budget``/``threads``/``bits``
+    ``lds_budget``/``threads``/``bits``
     left unset take the tuned config of this (B, L) on the scores' device (nearest tuned
     workload in ``results/<target>/topk.yaml``; ``$OCCTUNE_RESULTS`` names another results
     folder), else 128 KiB / 512 / 8."""
     import torch
 
-    plan, table = _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits,
+    plan, table = _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits,
                            offsets, kernel, prefix_min_row, split, split_kernel, cluster)
     B, dev = scores.shape[0], scores.device
     d = plan.dummy
@@ -377,13 +377,13 @@ def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[in
     nsms = _NUM_SMS.get(str(dev))
     if nsms is None:
         nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
-    ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, r.split, r.cluster, r.budget, r.threads,
+    ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, r.split, r.cluster, r.lds_budget, r.threads,
                              r.bits, dev)
     if ncluster:
         return ncluster, ncluster
     per_sm = 2
     if r.split is None and r.B < nsms:
-        skern = split_kernel if split_kernel is not None else _split_handle(handle, r.budget, r.threads,
+        skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
                                                                             r.bits, dev)
         per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
         if per_sm is None:
@@ -405,12 +405,12 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, r.page_bits, Ptr(BINS)]
     launches, scratch_numel, kept_numel = [], 0, 0
     if r.B and ncluster:
-        ck = _cluster_handle(handle, ncluster, r.budget, r.threads, r.bits, dev)
+        ck = _cluster_handle(handle, ncluster, r.lds_budget, r.threads, r.bits, dev)
         launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem, ArgPack([*row, *outa, scap, prefix])))
     elif r.B:
         scratch_numel = r.B * 2 * scap
         if nsplit > 1:
-            skern = split_kernel if split_kernel is not None else _split_handle(handle, r.budget, r.threads,
+            skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
                                                                                 r.bits, dev)
             # per row: the kept-list length, then the coarse histogram of the kept values
             kept_numel = r.B * (1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", r.bits))))
@@ -418,7 +418,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
                              ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), nsplit])))
         launches.append((handle, r.B, nthreads, handle.dynamic_smem,
                          ArgPack([*row, *outa, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), int(nsplit > 1)])))
-    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", r.budget)))
+    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", r.lds_budget)))
     dummy = torch.empty(1, dtype=torch.int32, device=dev)
     sink = torch.empty((r.B,), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
@@ -426,31 +426,31 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
                       keep=(handle, split_kernel))
 
 
-def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, budget: int | None = None,
+def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
              threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
              kernel=None, prefix_min_row: int = PREFIX_MIN_ROW, split=None, split_kernel=None,
              cluster=None) -> LaunchPlan:
     """The plan ``topk`` uses for these arguments (built now if there is none yet): its launches,
     split and cluster choice; for tests, benchmarks and diagnostics. Launches nothing."""
-    return _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits, offsets,
+    return _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits, offsets,
                     kernel, prefix_min_row, split, split_kernel, cluster)[0]
 
 
-def _plan_of(scores, k, lengths, row_starts, budget, threads, bits, page_table, page_bits, offsets, kernel,
+def _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits, offsets, kernel,
              prefix_min_row, split, split_kernel, cluster):
     """(plan, transform table or None) of one call, after checking its arguments."""
     _check_args(scores, k, lengths, row_starts)
-    if None in (budget, threads, bits):          # unset: this workload's tuned config, else the default
+    if None in (lds_budget, threads, bits):          # unset: this workload's tuned config, else the default
         tuned = _tuned(*scores.shape, k, scores.device) if kernel is None else {}
-        budget, threads, bits = (tuned.get(name, d) if v is None else v for v, name, d in (
-            (budget, "lds_budget", DEFAULT_BUDGET), (threads, "threads", 512), (bits, "bits", 8)))
+        lds_budget, threads, bits = (tuned.get(name, d) if v is None else v for v, name, d in (
+            (lds_budget, "lds_budget", DEFAULT_BUDGET), (threads, "threads", 512), (bits, "bits", 8)))
     B, L = scores.shape
     dev = scores.device
-    handle = kernel if kernel is not None else build(budget, threads, bits, dev)
+    handle = kernel if kernel is not None else build(lds_budget, threads, bits, dev)
     mode, table, tstride = (0, None, 0) if page_table is None and offsets is None else \
         _table_args(page_table, page_bits, offsets, B, L)
     key = (id(handle), id(split_kernel), dev, B, L, scores.stride(0), k, lengths is not None,
-           row_starts is not None, mode, tstride, page_bits, prefix_min_row, split, cluster, budget,
+           row_starts is not None, mode, tstride, page_bits, prefix_min_row, split, cluster, lds_budget,
            threads, bits)
     plans = _plans()
     plan = plans.get(key)

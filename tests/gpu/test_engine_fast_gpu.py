@@ -31,7 +31,7 @@ def _cache_dir(tmp_path, monkeypatch):
 def test_device_check_agrees_with_the_cpu_check_on_kernel_output(name):
     s, lens = ref.make_case(name, 8, 70000, 2048, seed=5)
     st, lt = torch.from_numpy(s).cuda(), torch.from_numpy(lens).cuda()
-    out = tk.topk(st, 2048, lt, budget=40960)
+    out = tk.topk(st, 2048, lt, lds_budget=40960)
     torch.cuda.synchronize()
     assert ref.check_topk_torch(st, lt, 2048, out) == ref.check_topk(s, lens, 2048, out.cpu().numpy())
     bad = out.clone()

@@ -30,12 +30,12 @@ def _budgets():
     return [b for b in BUDGETS if b + 20000 <= limit]
 
 
-def _run(s, lens, k=K, budget=40960, bits=8, starts=None, **kw):
+def _run(s, lens, k=K, lds_budget=40960, bits=8, starts=None, **kw):
     dev = "cuda"
     st = torch.from_numpy(np.ascontiguousarray(s)).to(dev)
     lt = None if lens is None else torch.from_numpy(np.asarray(lens, np.int32)).to(dev)
     rt = None if starts is None else torch.from_numpy(np.asarray(starts, np.int32)).to(dev)
-    out, diag = tk.topk(st, k, lt, rt, budget=budget, bits=bits, return_diagnostics=True, **kw)
+    out, diag = tk.topk(st, k, lt, rt, lds_budget=lds_budget, bits=bits, return_diagnostics=True, **kw)
     torch.cuda.synchronize()
     return out.cpu().numpy(), diag
 
@@ -60,7 +60,7 @@ def test_adversarial_cases_exact(budget, bits):
     L = 20000 + 3                      # not a multiple of the block size
     for name, s, lens in ref.adversarial_cases(8, L, K, seed=budget + bits):
         out, diag = _run(s, lens, K, budget, bits)
-        _assert_exact(s, lens, K, out, what=f"{name} budget={budget} bits={bits}")
+        _assert_exact(s, lens, K, out, what=f"{name} lds_budget={lds_budget} bits={bits}")
         pred = ref.threshold_bin_counts(s, lens, K, bits)
         got = diag["bin_counts"].cpu().numpy()
         assert np.array_equal(got, pred), f"{name}: threshold-bin counts {got} != predicted {pred}"

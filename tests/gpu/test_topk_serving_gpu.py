@@ -122,7 +122,7 @@ def test_op_under_torch_compile_fullgraph():
     torch._dynamo.reset()
 
     def f(s):
-        return torch.ops.occtune.topk(s * 2.0 + 1.0, K, budget=49152, threads=512, bits=12)
+        return torch.ops.occtune.topk(s * 2.0 + 1.0, K, lds_budget=49152, threads=512, bits=12)
 
     cf = torch.compile(f, fullgraph=True)
     for B, L in ((4, 8192), (8, 131072)):
@@ -136,7 +136,7 @@ def test_op_inside_a_captured_graph():
     import occtune.kernels.topk.op  # noqa: F401
 
     static_x = _randn(64, 8192, 0)
-    g, static_out = _capture(lambda: torch.ops.occtune.topk(static_x, K, budget=49152, threads=512, bits=12))
+    g, static_out = _capture(lambda: torch.ops.occtune.topk(static_x, K, lds_budget=49152, threads=512, bits=12))
     for seed in (31, 32):
         new = _randn(64, 8192, seed)
         static_x.copy_(new)
