@@ -58,7 +58,7 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
         raise Stop
 
     monkeypatch.setattr(tk, "build", build)
-    for B, kw in ((2, {}), (200, {}), (200, {"budget": 65536}), (200, {"bits": 12})):
+    for B, kw in ((2, {}), (200, {}), (200, {"lds_budget": 65536}), (200, {"bits": 12})):
         with pytest.raises(Stop):
             tk.topk(torch.zeros(B, 131072), 2048, **kw)
     assert built == [(40960, 512, 8), (49152, 512, 8), (65536, 512, 8), (49152, 512, 12)]

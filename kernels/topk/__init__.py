@@ -319,7 +319,7 @@ def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
 SCORES, LENGTHS, STARTS, OUT, TABLE, BINS, SCRATCH, KEPT = range(8)
 
 _PlanKey = namedtuple("_PlanKey", "B L stride k has_len has_starts mode tstride page_bits "
-                                  "prefix_min_row split cluster budget threads bits")
+                                  "prefix_min_row split cluster lds_budget threads bits")
 
 
 @dataclass
