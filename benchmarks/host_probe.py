@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     for s in a.shapes.split(","):
         B, L = (int(v) for v in s.split("x"))
         x = probe_shape(torch, tk, kern, B, L, a.k, a.calls,
-                        {"budget": a.budget, "threads": a.threads, "bits": a.bits})
+                        {"lds_budget": a.budget, "threads": a.threads, "bits": a.bits})
         if a.profile:
             pr = cProfile.Profile()
             pr.enable()
