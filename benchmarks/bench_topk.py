@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import io
-import platform
 import sys
 from pathlib import Path
 
@@ -79,14 +77,12 @@ def copy_bandwidth(torch, nbytes=2 << 30):
 
 
 def provenance(torch):
-    from occtune.provenance import git_revision
+    """The one provenance record (occtune.provenance), flattened into the CSV's columns."""
+    from occtune.provenance import for_device
 
-    rev = git_revision()        # "-dirty" when tracked files differ from that commit
-    p = torch.cuda.get_device_properties(0)
-    return {"device": p.name, "arch": getattr(p, "gcnArchName", "") or f"sm_{p.major}{p.minor}",
-            "torch": torch.__version__, "cuda": torch.version.cuda or "", "hip": torch.version.hip or "",
-            "python": platform.python_version(), "git": rev or "unknown",
-            "date": dt.datetime.now().isoformat(timespec="seconds")}
+    p = for_device("cuda", timer="occtune.engine.bench.measure")
+    return {"device": p["device"], "arch": p["arch"], "driver": p["driver"], "runtime": p["runtime"],
+            "torch": p["torch"], "python": p["python"], "git": p["git_revision"] or "unknown", "date": p["date"]}
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,8 @@ from occtune.results import load_results
 # CSV columns that are measurements or provenance, never config (besides median_us / iqr_us).
 _NOT_CONFIG = {"median_us", "iqr_us", "gbps", "pct_floor", "floor_us", "x_floor", "pct_of_floor_speed",
                "host_us", "overflow_rows", "verified", "verify_note", "error", "copy_gbps", "copy_tbps",
-               "gpu", "device", "arch", "torch", "triton", "cuda", "hip", "python", "git", "date", "role"}
+               "gpu", "device", "arch", "driver", "runtime", "torch", "triton", "cuda", "hip", "python", "git", "date",
+               "role"}
 
 
 @dataclass
