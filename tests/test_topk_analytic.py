@@ -12,7 +12,7 @@ K = 1024
 
 
 def _by_budget(doc):
-    return {c["lds_budget_bytes"]: c for c in doc["configs"]}
+    return {c["config"]["lds_budget"]: c for c in doc["configs"]}
 
 
 NO_COMPILERS = {"OCCTUNE_NO_COMPILERS": "1"}     # the assumed path, whatever is installed here

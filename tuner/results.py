@@ -67,6 +67,7 @@ class ResultsFile:
 _RESOURCES = {k: _COUNT for k in ("threads", "static_lds", "dynamic_lds", "regs", "vgprs", "agprs", "sgprs")}
 ROW_FIELDS = {
     "config": Rule(dict), "workload": Rule(dict), "status": Rule(str), "reason": Rule(str, nullable=True),
+    # lds_budget_bytes: the budget column of older top-k files (now config.lds_budget / dynamic_lds_bytes)
     "median_us": _NUMBER, "iqr_us": _NUMBER, "speedup": _NUMBER, "gbps": _NUMBER, "lds_budget_bytes": _COUNT,
     "blocks_per_cu": _COUNT, "fits": Rule(bool), "covers_context": Rule(bool), "resources": Rule(dict, nullable=True),
     **{k: _COUNT for k in ("threads", "static_lds_bytes", "dynamic_lds_bytes", "regs", "vgprs", "agprs", "sgprs")},

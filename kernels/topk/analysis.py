@@ -61,7 +61,7 @@ def capacity_for(sweep: TopkSweep, budget: int, bits: int | None = None) -> Capa
 
 def capacity_columns(sweep: TopkSweep, budget: int, bits: int) -> dict:
     cap = capacity_for(sweep, budget, bits)
-    return {"lds_budget_bytes": budget, "tie_capacity_entries": cap.entries,
+    return {"tie_capacity_entries": cap.entries,
             "max_context_tokens": cap.max_context_tokens, "required_entries": cap.required_entries,
             "covers_context": cap.covers_context, "capacity_bound": cap.bound,
             "timed_overflow": (sweep.timed_overflow or {}).get((bits, budget))}
@@ -109,15 +109,15 @@ def select_analytic(rows: list[dict]) -> tuple[dict | None, str]:
     """Highest occupancy among rows that fit and cover the context; ties toward more headroom.
     Without a winner the reason names every budget's exclusion."""
     ok = [r for r in rows if r["fits"] and r["covers_context"]]
-    skipped = [f"{r['lds_budget_bytes'] // 1024} KiB excluded: {exclusion(r)}" for r in rows if r not in ok]
+    skipped = [f"{r['config']['lds_budget'] // 1024} KiB excluded: {exclusion(r)}" for r in rows if r not in ok]
     if not ok:
         return None, "no budget both fits on the target and covers the required context: " + "; ".join(skipped)
-    best = max(ok, key=lambda r: (r["blocks_per_cu"], r["lds_budget_bytes"]))
+    best = max(ok, key=lambda r: (r["blocks_per_cu"], r["config"]["lds_budget"]))
     tied = [r for r in ok if r["blocks_per_cu"] == best["blocks_per_cu"] and r is not best]
-    parts = [f"{best['lds_budget_bytes'] // 1024} KiB gives {best['blocks_per_cu']} block(s) per CU/SM, the most among "
+    parts = [f"{best['config']['lds_budget'] // 1024} KiB gives {best['blocks_per_cu']} block(s) per CU/SM, the most among "
              f"budgets that fit and cover the context"]
     if tied:
-        parts.append("tied on occupancy with " + ", ".join(f"{r['lds_budget_bytes'] // 1024} KiB" for r in tied)
+        parts.append("tied on occupancy with " + ", ".join(f"{r['config']['lds_budget'] // 1024} KiB" for r in tied)
                      + "; the larger budget wins (more candidate headroom)")
     return best, "; ".join(parts + skipped)
 

@@ -44,7 +44,7 @@ def _measured_stats(scores: str, bits: int, k: int):
 def _add_overflow_counts(rows: list[dict], stats, bits: int, bytes_per_entry: int) -> None:
     """Measured bound: how many of the file's rows would overflow each budget's candidate list."""
     for r in rows:
-        r["rows_overflowing"] = int(stats.overflow_rows(bits, r["lds_budget_bytes"], bytes_per_entry))
+        r["rows_overflowing"] = int(stats.overflow_rows(bits, r["config"]["lds_budget"], bytes_per_entry))
         r["rows_measured"] = int(stats.rows)
 
 
@@ -182,7 +182,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
         "target": target.name,
         "timed": False,
         "winner": None if winner is None else {
-            "config": {"lds_budget": winner["lds_budget_bytes"], "threads": sweep.threads, "bits": sweep.bits},
+            "config": dict(winner["config"]),
             "blocks_per_cu": winner["blocks_per_cu"],
             "limiter": winner["limiter"],
             "explanation": why,
@@ -267,7 +267,7 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
         need = (f"{r['required_entries']:,}" if not measured else
                 f"{r['required_entries']:,} ({r['rows_overflowing']}/{r['rows_measured']})")
         table.add_row(
-            f"{r['lds_budget_bytes'] // 1024} KiB" + (" *" if win else ""),
+            f"{r['config']['lds_budget'] // 1024} KiB" + (" *" if win else ""),
             f"{r['lds_per_block_bytes']:,}" if r["fits"] else "-",
             str(r["blocks_per_cu"]) if r["fits"] else "no fit",
             str(slots) if r["fits"] else "-",
@@ -280,7 +280,7 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
     if winner is not None:
-        console.print(f"winner (analytic): [bold]{winner['lds_budget_bytes'] // 1024} KiB[/] -> "
+        console.print(f"winner (analytic): [bold]{winner['config']['lds_budget'] // 1024} KiB[/] -> "
                       f"{winner['blocks_per_cu']} block(s) per {unit}. {why}")
     if target.unconfirmed():
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
@@ -339,7 +339,7 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
                                             dynamic_lds=budget, regs=info.get("num_regs") or 0))
     driver = rtc.occupancy_query(handle, threads, budget)
     cap = capacity_for(sweep, budget)
-    return {"lds_budget_bytes": budget, "static_lds_bytes": static, "regs": info.get("num_regs"),
+    return {"dynamic_lds_bytes": budget, "static_lds_bytes": static, "regs": info.get("num_regs"),
             "resources_source": "compiler" if static is not None else
             "profile estimate" + (f" ({info['error']})" if info.get("error") else ""),
             "blocks_per_cu": occ.blocks_per_cu, "limiter": occ.limiter, "driver_blocks_per_cu": driver,
@@ -367,7 +367,7 @@ class _TimedChecks:
             try:
                 self.checks[(b, t)] = {**_occupancy_check(self.target, self.sweep, config), "threads": t}
             except (UserError, RuntimeError) as e:   # a build failure: the sweep's rows already say why
-                self.checks[(b, t)] = {"lds_budget_bytes": b, "threads": t, "model_agrees_with_driver": None,
+                self.checks[(b, t)] = {"dynamic_lds_bytes": b, "threads": t, "model_agrees_with_driver": None,
                                        "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
         return self.checks[(b, t)]
 
@@ -381,7 +381,7 @@ class _TimedChecks:
     def warn_disagreements(self, unit: str) -> None:
         for c in self.checks.values():
             if c["model_agrees_with_driver"] is False:
-                console.print(f"[yellow]occupancy model and driver disagree[/] at {c['lds_budget_bytes']} B, "
+                console.print(f"[yellow]occupancy model and driver disagree[/] at {c['dynamic_lds_bytes']} B, "
                               f"{c.get('threads')} threads: "
                               f"model {c['blocks_per_cu']}, driver {c['driver_blocks_per_cu']} blocks/{unit}")
 

@@ -24,7 +24,7 @@ def rows_table(doc: dict, title: str | None = None, limit: int = 200) -> Table:
     t.add_column("status")
     cols = ([("median us", "median_us", ".2f"), ("IQR us", "iqr_us", ".2f"), ("GB/s", "gbps", ".1f"),
              ("% floor", "pct_of_floor", ".1f"), ("speed-up", "speedup", ".2f")] if timed else
-            [(k, k, "") for k in ("lds_budget_bytes", "blocks_per_cu", "capacity") if
+            [(k, k, "") for k in ("dynamic_lds_bytes", "blocks_per_cu", "capacity") if
              any(k in r for r in doc.get("rows", []))])
     for head, _, _ in cols:
         t.add_column(head, justify="right")

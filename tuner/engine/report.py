@@ -284,7 +284,8 @@ _RES = ("threads", "static_lds_bytes", "regs", "vgprs", "agprs", "sgprs")
 
 def _resources(row: dict) -> dict | None:
     res = row.get("resources") or {}
-    budget = row.get("lds_budget_bytes", row.get("dynamic_lds_bytes", res.get("dynamic_lds")))
+    # the dynamic LDS of the config (lds_budget_bytes: the name in older top-k files)
+    budget = row.get("dynamic_lds_bytes", row.get("lds_budget_bytes", res.get("dynamic_lds")))
     threads = row.get("threads") or res.get("threads") or (row.get("config") or {}).get("threads")
     if budget is None or not threads:
         return None

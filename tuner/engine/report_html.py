@@ -64,7 +64,7 @@ def _per_workload(t: Timings) -> str:
 
 def _rows(src: Source) -> str:
     rows = src.doc.get("rows", [])
-    cols = [c for c in ("median_us", "iqr_us", "speedup", "blocks_per_cu", "lds_budget_bytes", "limiter", "gbps")
+    cols = [c for c in ("median_us", "iqr_us", "speedup", "blocks_per_cu", "dynamic_lds_bytes", "limiter", "gbps")
             if any(c in r for r in rows)]
     win = (src.doc.get("winner") or {}).get("config")
     body = [[config_label(r.get("config") or {}), workload_label(r.get("workload") or {}, list(r.get("workload") or {})),

@@ -37,7 +37,7 @@ def row_summary(r: dict, speedup: float | None) -> dict:
         out["speedup"] = round(speedup, 4)
     extra = {k: v for k, v in r.items() if k not in out and k not in
              ("timing", "wall_s", "fp", "fatal", "reason", "cached", "phases")}
-    out.update(extra)          # analytic columns from annotate(): blocks_per_cu, lds_budget_bytes ...
+    out.update(extra)          # analytic columns from annotate(): blocks_per_cu, dynamic_lds_bytes ...
     return out
 
 
