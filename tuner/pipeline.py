@@ -11,12 +11,14 @@ own options.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from occtune.engine.family import short as _short
 from occtune.engine.options import RunOptions, TimingOptions, check_untimed
+from occtune.engine.sweep import default_configs
 from occtune.errors import UserError
+from occtune.targets import local_target
 
 
 @dataclass(frozen=True)
@@ -34,24 +36,6 @@ class SweepRequest:
     timed_flags: tuple = ()                   # options of the timed sweep given on the command line
     run: RunOptions = field(default_factory=RunOptions)
     timing: TimingOptions = field(default_factory=TimingOptions)
-
-
-def local_target() -> str | None:
-    from occtune.targets import detect
-
-    return detect()["target"]
-
-
-def product(axes: dict[str, list]) -> list[dict]:
-    names = list(axes)
-    return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
-
-
-def default_configs(family) -> list[dict]:
-    """The family's own list (``family.configs()``) where it has one, e.g. a space that is no
-    product (fp8_gemm's Triton tiles per M bucket, one config per library); else its axes' product."""
-    own = getattr(family, "configs", None)
-    return list(own()) if callable(own) else product(family.axes())
 
 
 def run_request(req: SweepRequest, family: Any = None):
@@ -136,10 +120,6 @@ def _fits(family, target, config) -> tuple[bool, str]:
         return True, ""
     row = occupancy_row(target, config, res)
     return row["fits"], row["reason"]
-
-
-def _short(d: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in d.items())
 
 
 def _print_analytic(result, target, path) -> None:

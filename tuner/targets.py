@@ -145,6 +145,11 @@ def driver_present(vendor: str | None = None) -> bool:
     return {"amd": amd, "nvidia": nvidia}.get(vendor, amd or nvidia)
 
 
+def local_target() -> str | None:
+    """The local GPU's target name (e.g. "sm_90"), or None without a GPU of a known target."""
+    return detect()["target"]
+
+
 def detect(vendor: str | None = None) -> dict:
     """The local device as {"target": name or None, "device": text}, without failing. With
     ``vendor``, only a device of that vendor is looked for (none at all without its driver)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from occtune.engine.family import short as _short
 from occtune.errors import UserError
 
 # A summary column: (header, function of the rows of one config -> text).
@@ -171,5 +172,9 @@ def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) ->
         console.print(f"wrote {v}" if k.endswith("_file") else f"{k}: {v}")
 
 
-def _short(d: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in d.items())
+def first_value(rows: list, key: str) -> str:
+    """A summary column's text: the first row's ``key`` that is set ("" if none)."""
+    for r in rows:
+        if r.get(key) is not None:
+            return str(r[key])
+    return ""

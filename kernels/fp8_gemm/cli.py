@@ -79,7 +79,7 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @sweep_options
 def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **opts):
     """Time the Triton FP8 GEMM against the vendor libraries; build the per-(n, k, M) allow-list."""
-    from occtune.pipeline import local_target
+    from occtune.targets import local_target
     from occtune.targets import load_target
 
     from .config import load_profile

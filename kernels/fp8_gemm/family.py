@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from occtune.engine.family import CheckResult, Family, Resources, key_of
+from occtune.targets import local_target
 
 from .backends import BACKENDS, availability, prepare, runner
 from .config import (TRITON_KEYS, amd_keys, baseline_config, fp8_dtype_name, is_amd, library_config,
@@ -125,7 +126,7 @@ class Fp8GemmFamily(Family):
         if triton_configs:
             cfgs = tuple({k: int(c[k]) for k in TRITON_KEYS} for c in triton_configs)
             self.profile = dataclasses.replace(self.profile, buckets=((None, cfgs),))
-        self.target = target or _local_target() or "sm_90"
+        self.target = target or local_target() or "sm_90"
         vendor = "amd" if is_amd(self.target) else "nvidia"
         self.backends = list(backends) if backends else [b for b in self.profile.backends if vendor in BACKENDS[b][0]]
         self._workloads = [dict(w) for w in workloads] if workloads else self.profile.workloads()
@@ -224,7 +225,7 @@ class Fp8GemmFamily(Family):
         return max(self._workloads, key=lambda w: (w["M"], w["N"] * w["K"]))
 
     def built_resources(self, built: Fp8Built, config: dict) -> Resources | None:
-        local = _local_target()
+        local = local_target()
         if built.call is not None or local is None:
             return None
         from .resources import compiled_resources
@@ -293,12 +294,6 @@ def _extremes(inp: GemmInputs) -> None:
     inp.b[0] = (sign * fmax).to(inp.b.dtype)
     inp.a[1, :128] = 0
     inp.b[:128, :128] = 0
-
-
-def _local_target() -> str | None:
-    from occtune.targets import detect
-
-    return detect()["target"]
 
 
 FAMILY = Fp8GemmFamily

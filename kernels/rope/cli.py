@@ -63,7 +63,7 @@ def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
 def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, as_json, **opts):
     """Sweep BLOCK_M x num_warps (x variant) of the RoPE kernel; writes results/<target>/rope.yaml."""
     from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
-    from occtune.pipeline import local_target
+    from occtune.targets import local_target
     from occtune.targets import load_target
     from occtune.engine.options import reject_timed_options
 
@@ -172,7 +172,7 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
     from occtune.engine.family import key_of
     from occtune.engine.sweep import SweepHooks
     from occtune.kernels.rope.family import RopeFamily
-    from occtune.timed import Output, run_timed
+    from occtune.timed import Output, first_value, run_timed
 
     fam = RopeFamily(workloads)
     wl = _representative(workloads)
@@ -187,8 +187,9 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
         return analytic[k]
 
     unit = "CU" if target.is_amd else "SM"
-    cols = ((f"blocks/{unit}", lambda rows: _first(rows, "blocks_per_cu")),
-            ("VGPRs" if target.is_amd else "regs", lambda rows: _first(rows, "vgprs" if target.is_amd else "regs")))
+    cols = ((f"blocks/{unit}", lambda rows: first_value(rows, "blocks_per_cu")),
+            ("VGPRs" if target.is_amd else "regs",
+             lambda rows: first_value(rows, "vgprs" if target.is_amd else "regs")))
     assumptions = {"resources": f"cross-compiled by Triton for {target.name} at T={wl['T']} "
                                 f"(the launcher's specialisation); occupancy from tuner/occupancy.py",
                    "peak_hbm_bytes_per_s": target.peak_hbm_bytes_per_s,
@@ -197,10 +198,3 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
     run_timed(fam, target=target.name, configs=configs, workloads=workloads, device="cuda", timer=timing.timer(),
               options=run, hooks=SweepHooks(annotate=annotate, peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
               output=Output(out_dir=out_dir, as_json=as_json, columns=cols, assumptions=assumptions))
-
-
-def _first(rows, key):
-    for r in rows:
-        if r.get(key) is not None:
-            return str(r[key])
-    return ""

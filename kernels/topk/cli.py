@@ -399,9 +399,12 @@ def _write_header(path, doc) -> dict:
 
 
 def _timed_columns(unit: str) -> tuple:
-    return (("LDS static", lambda rows: _col(rows, "static_lds_bytes")), ("regs", lambda rows: _col(rows, "regs")),
-            (f"blk/{unit} model", lambda rows: _col(rows, "blocks_per_cu")),
-            ("driver", lambda rows: _col(rows, "driver_blocks_per_cu")),
+    from occtune.timed import first_value
+
+    return (("LDS static", lambda rows: first_value(rows, "static_lds_bytes")),
+            ("regs", lambda rows: first_value(rows, "regs")),
+            (f"blk/{unit} model", lambda rows: first_value(rows, "blocks_per_cu")),
+            ("driver", lambda rows: first_value(rows, "driver_blocks_per_cu")),
             ("overflow rows", lambda rows: str(sum(int((r.get("diagnostics") or {}).get("overflow_rows", 0))
                                                  for r in rows))))
 
@@ -439,10 +442,3 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
     if not as_json:
         chk.warn_disagreements(unit)
     return run
-
-
-def _col(rows, key):
-    for r in rows:
-        if r.get(key) is not None:
-            return str(r[key])
-    return ""

@@ -56,7 +56,7 @@ def parse_assignments(items: tuple[str, ...], known: dict, what: str) -> dict[st
 def space(family, sets: tuple[str, ...]) -> list[dict] | None:
     if not sets:
         return None
-    from occtune.pipeline import product
+    from occtune.engine.sweep import product
 
     axes = dict(family.axes())
     axes.update(parse_assignments(sets, axes, "set"))
@@ -66,7 +66,7 @@ def space(family, sets: tuple[str, ...]) -> list[dict] | None:
 def workloads(family, items: tuple[str, ...]) -> list[dict] | None:
     if not items:
         return None
-    from occtune.pipeline import product
+    from occtune.engine.sweep import product
 
     template = family.workloads()[0]
     given = parse_assignments(items, template, "workload")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from occtune.engine.family import short as _short
+
 
 
 def _fmt(v, spec):
     return "" if v is None else format(v, spec)
-
-
-def _short(d: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in d.items())
 
 
 def rows_table(doc: dict, title: str | None = None, limit: int = 200) -> Table:

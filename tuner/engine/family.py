@@ -12,7 +12,6 @@ serialise without ceremony; :func:`key_of` gives their canonical string form.
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -21,6 +20,11 @@ from occtune.engine.phases import phase  # noqa: F401 - for families: with phase
 
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
 Workload = dict    # e.g. {"B": 64, "L": 131072, "K": 2048}
+
+
+def short(d: dict) -> str:
+    """A config or workload for people: ``BLOCK_M=16 num_warps=2``."""
+    return " ".join(f"{k}={v}" for k, v in d.items())
 
 
 def key_of(d: dict) -> str:

@@ -66,7 +66,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from occtune.engine import cache as cache_mod
@@ -108,10 +107,17 @@ class SweepResult:
         return out
 
 
-def default_configs(family: Family) -> list[dict]:
-    axes = family.axes()
+def product(axes: dict[str, list]) -> list[dict]:
+    """Every combination of the axes' values, as config dicts."""
     names = list(axes)
     return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
+
+
+def default_configs(family: Family) -> list[dict]:
+    """The family's own list (``family.configs()``) where it has one, e.g. a space that is no
+    product (fp8_gemm's Triton tiles per M bucket, one config per library); else its axes' product."""
+    own = getattr(family, "configs", None)
+    return list(own()) if callable(own) else product(family.axes())
 
 
 @dataclass(frozen=True)
