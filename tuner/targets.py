@@ -145,6 +145,16 @@ def driver_present(vendor: str | None = None) -> bool:
     return {"amd": amd, "nvidia": nvidia}.get(vendor, amd or nvidia)
 
 
+def device_target(torch, device=None) -> str:
+    """The target name of a torch GPU device: ROCm's gcnArchName ("gfx942") on ROCm builds, "sm_90"
+    from the compute capability on CUDA builds (whose gcnArchName holds the device's name)."""
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
+    if getattr(torch.version, "hip", None):
+        return str(props.gcnArchName).split(":")[0]
+    return f"sm_{props.major}{props.minor}"
+
+
 def local_target() -> str | None:
     """The local GPU's target name (e.g. "sm_90"), or None without a GPU of a known target."""
     return detect()["target"]
@@ -163,11 +173,7 @@ def detect(vendor: str | None = None) -> dict:
         if not torch.cuda.is_available():
             return {"target": None, "device": "none"}
         props = torch.cuda.get_device_properties(0)
-        arch = getattr(props, "gcnArchName", "") or ""
-        if getattr(torch.version, "hip", None) and arch:
-            name = arch.split(":")[0]
-        else:
-            name = f"sm_{props.major}{props.minor}"
+        name = device_target(torch, 0)
         return {"target": name if name in all_targets() else None, "device": f"{props.name} ({name})"}
     except Exception as e:  # a broken driver must not crash `tune targets`
         return {"target": None, "device": f"none ({type(e).__name__}: {e})"}

@@ -45,12 +45,9 @@ def _target_of(device: str) -> str | None:
 
         if device.startswith("cpu") or not torch.cuda.is_available():
             return None
-        dev = torch.device(device)
-        if getattr(torch.version, "hip", None):
-            arch = getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "") or ""
-            return arch.split(":")[0] or None
-        major, minor = torch.cuda.get_device_capability(dev)
-        return f"sm_{major}{minor}"
+        from occtune.targets import device_target
+
+        return device_target(torch, device) or None
     except (ImportError, RuntimeError, AssertionError):   # no torch, or a device torch cannot query
         return None
 

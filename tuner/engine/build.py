@@ -46,12 +46,13 @@ def device_arch(device: Any) -> str:
     try:
         import torch
 
+        from occtune.targets import device_target
+
         dev = torch.device(device) if device is not None else torch.device("cpu")
         if dev.type == "cuda" and torch.cuda.is_available():
-            p = torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device())
-            return getattr(p, "gcnArchName", None) or f"sm_{p.major}{p.minor}"
+            return device_target(torch, dev)
         return dev.type
-    except Exception:
+    except (ImportError, RuntimeError, AssertionError):   # no torch, or a device torch cannot query
         return str(device)
 
 

@@ -11,11 +11,12 @@ import hashlib
 import json
 import platform
 import re
-import sys
 
 
 def _torch_device_info(device) -> dict:
     import torch
+
+    from occtune.targets import device_target
 
     info = {"torch": torch.__version__,
             "runtime": f"hip {torch.version.hip}" if getattr(torch.version, "hip", None)
@@ -25,9 +26,7 @@ def _torch_device_info(device) -> dict:
         idx = dev.index if dev.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(idx)
         info["device_name"] = props.name
-        # gcnArchName is the arch on ROCm builds only (CUDA builds return the device name there)
-        hip = bool(getattr(torch.version, "hip", None))
-        info["arch"] = (props.gcnArchName.split(":")[0] if hip else f"sm_{props.major}{props.minor}")
+        info["arch"] = device_target(torch, idx)
         info["driver"] = driver_version()
     else:
         info["device_name"] = f"cpu ({platform.processor() or platform.machine()})"
