@@ -316,7 +316,8 @@ def _nvrtc_lib():
     return None
 
 
-def _nvrtc_compile(lib, source, options):
+def _nvrtc_compile(lib, source, options, want_ptx: bool = False):
+    """(NVRTC's return code, its log[, the PTX when ``want_ptx``: needs a compute_XX architecture])."""
     import ctypes
 
     prog = ctypes.c_void_p()
@@ -327,11 +328,35 @@ def _nvrtc_compile(lib, source, options):
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
     log = ctypes.create_string_buffer(n.value)
     lib.nvrtcGetProgramLog(prog, log)
+    ptx = ""
+    if want_ptx and rc == 0:
+        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetPTX(prog, buf)
+        ptx = buf.value.decode(errors="replace")
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    return rc, log.value.decode(errors="replace")
+    return (rc, log.value.decode(errors="replace")) + ((ptx,) if want_ptx else ())
 
 
-@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1},
+@pytest.mark.parametrize("extra,emitted", [
+    ({}, {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME}),
+    ({"TOPK_SPLIT_ONLY": 1}, {tk.SPLIT_KERNEL_NAME}),
+    ({"TOPK_CLUSTER": 4}, {tk.CLUSTER_KERNEL_NAME})])
+def test_each_build_emits_only_what_it_launches(extra, emitted):
+    """A build costs seconds per kernel in it: the split and cluster builds of the launcher
+    (TOPK_SPLIT_ONLY, TOPK_CLUSTER=S) carry their one kernel, the main build its two."""
+    import re
+
+    lib = _nvrtc_lib()
+    if lib is None:
+        pytest.skip("NVRTC not installed (pip install -e '.[test]' brings it on Linux x86_64)")
+    opts = rtc.build_options({**tk.defines(40960, 512, 12), **extra}) + ["--gpu-architecture=compute_90"]
+    rc, log, ptx = _nvrtc_compile(lib, tk.read_source(), opts, want_ptx=True)
+    assert rc == 0, log[:2000]
+    assert set(re.findall(r"\.entry\s+(\w+)", ptx)) == emitted
+
+
+@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
                                    {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1}])
 @pytest.mark.parametrize("bits", [8, 12])
 def test_compiles_under_nvrtc(bits, extra):
@@ -676,3 +701,23 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
         assert set(compiled) == warmed, set(compiled) - warmed
     names = {k[0] for k in compiled}
     assert names == {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME, tk.CLUSTER_KERNEL_NAME}     # all three were needed
+
+
+def test_a_shape_s_first_call_builds_the_cluster_sizes_it_may_try_side_by_side(monkeypatch):
+    """Each cluster build takes seconds and the plan may try S, S-1, S-2 in turn: they are built
+    at once, on threads of their own (the barrier breaks, and nothing is recorded, otherwise)."""
+    import threading
+
+    barrier, done = threading.Barrier(3, timeout=20), []
+
+    def fake_cluster(handle, S, budget, threads, bits, dev):
+        barrier.wait()
+        done.append((S, threading.current_thread().name))
+    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
+    tk._prefetch_clusters(main, [8, 7, 6], 49152, 512, 12, "cuda:0")
+    assert sorted(done) == [(6, "occtune-cluster-6"), (7, "occtune-cluster-7"), (8, "occtune-cluster-8")]
+    done.clear()
+    tk._prefetch_clusters(main, [8], 49152, 512, 12, "cuda:0")     # one size: the plan builds it itself
+    assert done == []

@@ -31,6 +31,7 @@ KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
 CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
 MAX_CLUSTER = 8                       # portable thread-block cluster size (sm_90+)
+PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side on a shape's first call
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
@@ -144,8 +145,7 @@ _NUM_SMS: dict = {}
 def _derived_handle(handle, name, extra: dict, dynamic_smem: int, lds_budget, threads, bits, dev):
     """Kernel ``name`` of topk.cuh built with every macro of ``handle`` plus ``extra`` (cached:
     no host work after the first call)."""
-    key = (name, tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev),
-           tuple(sorted(extra.items())))
+    key = _derived_key(handle, name, extra, dev)
     h = _DERIVED_HANDLES.get(key)
     if h is None:
         d = {**(handle.defines or defines(lds_budget, threads, bits)), **extra}   # extra macros carry over
@@ -154,9 +154,18 @@ def _derived_handle(handle, name, extra: dict, dynamic_smem: int, lds_budget, th
     return h
 
 
+def _derived_key(handle, name, extra: dict, dev) -> tuple:
+    return (name, tuple(getattr(handle, "options", ()) or ()), getattr(handle, "arch", None), str(dev),
+            tuple(sorted(extra.items())))
+
+
+def _cluster_key(handle, S: int, dev) -> tuple:
+    return _derived_key(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, dev)
+
+
 def _split_handle(handle, lds_budget, threads, bits, dev):
-    """The split main-pass kernel (no dynamic shared memory)."""
-    return _derived_handle(handle, SPLIT_KERNEL_NAME, {}, 0, lds_budget, threads, bits, dev)
+    """The split main-pass kernel (no dynamic shared memory), built alone (TOPK_SPLIT_ONLY)."""
+    return _derived_handle(handle, SPLIT_KERNEL_NAME, {"TOPK_SPLIT_ONLY": 1}, 0, lds_budget, threads, bits, dev)
 
 
 def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev):
@@ -164,6 +173,26 @@ def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev):
     smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
     return _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, lds_budget, threads,
                            bits, dev)
+
+
+def _prefetch_clusters(handle, sizes, lds_budget, threads, bits, dev) -> None:
+    """Build the cluster kernels of ``sizes`` side by side (NVRTC runs outside the GIL): the plan
+    below may try them one after another, each a compile of seconds, on a shape's first call.
+    A size that cannot be built is left to the plan, which says why or moves on."""
+    todo = [S for S in sizes if S >= 2 and _cluster_key(handle, S, dev) not in _DERIVED_HANDLES]
+    if len(todo) < 2:
+        return
+
+    def build_one(S):
+        try:
+            _cluster_handle(handle, S, lds_budget, threads, bits, dev)
+        except UserError:
+            pass
+    threads_ = [threading.Thread(target=build_one, args=(S,), name=f"occtune-cluster-{S}") for S in todo]
+    for t in threads_:
+        t.start()
+    for t in threads_:
+        t.join()
 
 
 def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threads, bits, dev):
@@ -201,6 +230,8 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
     if not cluster and full > MAX_CLUSTER:
         return 0
     S = min(full, MAX_CLUSTER)
+    _prefetch_clusters(handle, [s for s in range(S, max(1, S - PREFETCH_CLUSTERS), -1)
+                                if cluster or cluster_fits(L, k, smem, s)], lds_budget, threads, bits, dev)
     while S >= 2:                                       # every cluster resident at once (one wave)
         if not cluster and not cluster_fits(L, k, smem, S):
             return 0                                    # (a smaller S keeps more per block)

@@ -1049,6 +1049,10 @@ __device__ static inline void topk_row_plain(TopkShared& sh, topk_u32* cand, con
   TOPK_STAMP(sh, 9);
 }
 
+// Which kernels a build emits (each compile costs seconds: the launcher asks only for what it uses):
+// -DTOPK_CLUSTER=S the cluster kernel alone, -DTOPK_SPLIT_ONLY the split kernel alone, else the
+// main kernel and the split kernel.
+#ifndef TOPK_CLUSTER
 // Split main pass (rows on few blocks): block BID handles part BID % nsplit of row
 // BID / nsplit. Every block of a row computes the same f0 from the same sample, scans its slice
 // (a multiple of 4 values long, so slices keep the row's 16-byte alignment), stages kept pairs in
@@ -1086,6 +1090,7 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
                              TOPK_SPLIT_STAGE, (int)off, sh.hist);
   topk_split_flush(sh, rec, rec + 1, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
 }
+#endif  // !TOPK_CLUSTER
 
 #ifdef TOPK_PROF
 __device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
@@ -1106,6 +1111,7 @@ __device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
 #define TOPK_PROF_DUMP(sh, o) do { } while (0)
 #endif
 
+#if !defined(TOPK_CLUSTER) && !defined(TOPK_SPLIT_ONLY)
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                       const int* __restrict__ lengths, int has_lengths,
@@ -1181,6 +1187,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   if (!done) topk_row_plain(sh, cand, p, len, K, o, tr, bin_counts + row);
   TOPK_PROF_DUMP(sh, o);
 }
+#endif  // !TOPK_CLUSTER && !TOPK_SPLIT_ONLY
 
 // ---------------------------------------------------------------------------------------------
 // Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 8): a long row
