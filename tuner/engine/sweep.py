@@ -241,8 +241,11 @@ def _run_inprocess(units, family, device, timer, on_point, clock) -> None:
     with clock.running():
         with phase("load"):
             runner = Runner(family, device, timer)
+        workloads = list({key_of(w): w for u in units for w in u.workloads}.values())
         with phase("compile"):       # every config ahead of timing, on the build threads
-            runner.builds.prebuild([(u.config, u.workloads) for u in units])
+            with runner.inputs.prefetching(workloads) as made:      # meanwhile the inputs
+                runner.builds.prebuild([(u.config, u.workloads) for u in units])
+        clock.add({phases_mod.OVERLAPPED: made["seconds"]})
     for u in units:
         for rec in runner.execute(u):
             on_point(rec)
