@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from occtune import __version__
+from occtune import __version__, replay
 from occtune.errors import UserError
 from occtune.fsutil import INTERRUPTED, on_interrupt
 
@@ -75,11 +75,23 @@ def main(argv=None) -> None:
     import os
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    code = _run(argv)
+    code = _replayed(list(sys.argv[1:] if argv is None else argv))
+    if code is None:
+        code = _run(argv)
+        replay.finish(code)
     if INTERRUPTED.is_set() and code != 130:    # a Ctrl-C some library swallowed still stops us
         click.echo("interrupted", err=True)
         code = 130
     sys.exit(code)
+
+
+def _replayed(argv: list[str]) -> int | None:
+    """The exit code of a replay of this unchanged command (:mod:`occtune.replay`), else None."""
+    try:
+        return 0 if replay.begin(argv) else None
+    except UserError as e:          # e.g. a recorded file can no longer be written
+        click.echo(f"error: {e}", err=True)
+        return UserError.exit_code
 
 
 def _run(argv) -> int:

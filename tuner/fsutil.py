@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from occtune import replay
 from occtune.errors import UserError
 
 
@@ -52,6 +53,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             os.fsync(f.fileno())
         _stop_if_interrupted()
         os.replace(tmp, path)
+        replay.note_written(path, text)
     except BaseException as e:    # Ctrl-C included: never leave the temporary file behind
         try:
             os.unlink(tmp)

@@ -59,6 +59,10 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
 
     options = options or RunOptions()
     check_devices(options.devices)
+    if cache is not False:
+        from occtune import replay
+
+        replay.allow()          # an unchanged rerun of this command may replay it (occtune.replay)
     res = run_sweep(family, configs, workloads, device=device, timer=timer, options=options,
                     hooks=hooks or SweepHooks(), cache=cache, progress=output.progress)
     if not res.rows:

@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from occtune import replay
 from occtune.engine import env
 from occtune.engine.family import key_of
 from occtune.errors import UserError
@@ -54,6 +55,7 @@ class PointCache:
         directory = Path(directory) if directory else default_dir()
         name = f"{_slug(fingerprint['family'])}-{_slug(fingerprint['device_name'])}.jsonl"
         path = directory / name
+        replay.note_input(path)       # a replay of this run needs this file as the run left it
         if fresh and path.exists():
             _move_aside(path)
         points = _load(path, fingerprint) if path.exists() else {}
