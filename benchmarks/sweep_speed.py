@@ -11,8 +11,10 @@ Every sweep is a separate ``python3 -m occtune ...`` process (imports included, 
 it) with ``--json --profile-sweep``, a point cache and results folder under ``--work``, and for
 the fresh runs empty compile caches (``TRITON_CACHE_DIR``, and ``OCCTUNE_CACHE_DIR`` for occtune's
 NVRTC binaries): nothing is reused that a new user would not have; the cached runs reuse all of it.
-Runs, in order: ``tune topk --target sm_90`` fresh then cached, ``tune rope``
-fresh then cached (defaults otherwise: adaptive timing), then the careful sweeps of both
+Runs, in order, per family (``tune topk --target sm_90``, then ``tune rope``; defaults otherwise:
+adaptive timing): fresh (``--fresh``), the same command again ("cached": an unchanged command is a
+replay of the fresh run, :mod:`occtune.replay`), and once more with ``OCCTUNE_NO_REPLAY=1``
+("cached, selected": the selection from the point cache, torch and the GPU started); then the careful sweeps of both
 (``--rep-ms 500 --no-adaptive``, fresh). Printed: process wall time, the sweep's own wall time,
 points measured / cached, the phase breakdown, the median and 90th percentile of the per-point
 relative IQR (IQR / median), and each family's winner with the careful winner beside it (the same
@@ -34,18 +36,21 @@ from pathlib import Path
 # Measured on the H200 before this work (issue 18): the whole command, a new user's first run
 BEFORE_S = {"topk fresh": 109.0, "topk cached": 4.0, "rope fresh": 87.0}
 TARGET_S = {"fresh": 30.0, "cached": 1.0}
-PHASES = ("load", "compile", "inputs", "reference", "verify", "warmup", "timing", "cache", "other")
+PHASES = ("load", "compile", "inputs", "reference", "verify", "warmup", "timing", "cache", "other",
+          "inputs_overlapped")
 VERBS = {"topk": ["topk", "--target", "sm_90"], "rope": ["rope"]}
 
 
-def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compiles: bool, timeout: float) -> dict:
+def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compiles: bool, timeout: float,
+              env_extra: dict | None = None) -> dict:
     cache, out = work / f"cache-{family}", work / f"results-{name.replace(' ', '-')}"
     compiled = work / f"compiled-{family}"          # Triton's kernel cache and occtune's NVRTC binaries
     if fresh_compiles and compiled.exists():
         shutil.rmtree(compiled)
     cmd = [sys.executable, "-m", "occtune", *VERBS[family], "--json", "--profile-sweep",
            "--cache", str(cache), "--out", str(out), *extra]
-    env = dict(os.environ, TRITON_CACHE_DIR=str(compiled / "triton"), OCCTUNE_CACHE_DIR=str(compiled / "occtune"))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(compiled / "triton"), OCCTUNE_CACHE_DIR=str(compiled / "occtune"),
+               **(env_extra or {}))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -62,7 +67,7 @@ def summarize(name, family, cmd, wall, doc) -> dict:
     sweep = doc.get("sweep", {})
     win = doc.get("winner") or {}
     return {"name": name, "family": family, "cmd": " ".join(cmd), "wall_s": round(wall, 2),
-            "sweep_wall_s": sweep.get("wall_s"), "measured": sweep.get("measured"), "cached": sweep.get("cached"),
+            "replay_of": (doc.get("replay_of") or {}).get("date"), "sweep_wall_s": sweep.get("wall_s"), "measured": sweep.get("measured"), "cached": sweep.get("cached"),
             "counts": sweep.get("counts"), "phases_s": (sweep.get("profile") or {}).get("phases_s", {}),
             "rel_iqr_median": _q(rel, 0.5), "rel_iqr_p90": _q(rel, 0.9),
             "samples_median": _q(sorted(r.get("n_samples", 0) for r in rows if not r.get("cached")), 0.5),
@@ -93,6 +98,9 @@ def print_table(results: list[dict]) -> None:
         if "error" in r:
             print(f"{r['name']:22s} {r['wall_s']:7.1f}  FAILED: {r['error'].strip().splitlines()[-1][:120]}")
             continue
+        if r.get("replay_of"):
+            print(f"{r['name']:22s} {r['wall_s']:7.1f}  replay of the run of {r['replay_of']} (files and output)")
+            continue
         ph = " ".join(f"{r['phases_s'].get(p, 0.0):7.2f}" for p in PHASES)
         iqr = "" if r["rel_iqr_median"] is None else f"{100 * r['rel_iqr_median']:8.2f}"
         p90 = "" if r["rel_iqr_p90"] is None else f"{100 * r['rel_iqr_p90']:6.2f}"
@@ -120,8 +128,9 @@ def main() -> None:
     families = a.only or ["topk", "rope"]
     results, t0 = [], time.perf_counter()
     for fam in families:
-        for name, extra, fresh in ((f"{fam} fresh", ["--fresh"], True), (f"{fam} cached", [], False)):
-            results.append(run_sweep(name, fam, extra, work, fresh, a.timeout))
+        for name, extra, fresh, env in ((f"{fam} fresh", ["--fresh"], True, None), (f"{fam} cached", [], False, None),
+                                        (f"{fam} cached, selected", [], False, {"OCCTUNE_NO_REPLAY": "1"})):
+            results.append(run_sweep(name, fam, extra, work, fresh, a.timeout, env))
             print(f"[{time.perf_counter() - t0:6.1f} s] {name}: {results[-1].get('wall_s')} s", flush=True)
         if a.two_gpus:
             name = f"{fam} fresh 2 GPUs"
@@ -148,12 +157,14 @@ def main() -> None:
                   f"{fast['wall_s'] / two['wall_s']:.2f}x (sweep only: "
                   f"{(fast['sweep_wall_s'] or 0) / max(two['sweep_wall_s'] or 1e-9, 1e-9):.2f}x); winner "
                   f"{'same' if two['winner'] == fast['winner'] else two['winner']}")
-    for name, before in BEFORE_S.items():
-        r = by.get(name)
-        if r and "error" not in r:
-            target = TARGET_S[name.split()[-1]]
-            print(f"{name}: {r['wall_s']:.1f} s (sweep {r['sweep_wall_s'] or 0:.1f} s) vs {before:g} s before; "
-                  f"target <= {target:g} s: {'met' if r['wall_s'] <= target else 'not met'}")
+    for fam in families:
+        for kind in ("fresh", "cached", "cached, selected"):
+            r, before = by.get(f"{fam} {kind}"), BEFORE_S.get(f"{fam} {kind}")
+            if r and "error" not in r:
+                target = TARGET_S[kind.split(",")[0]]
+                how = " (a replay)" if r.get("replay_of") else f" (sweep {r['sweep_wall_s'] or 0:.1f} s)"
+                print(f"{fam} {kind}: {r['wall_s']:.1f} s{how}" + (f" vs {before:g} s before" if before else "")
+                      + f"; target <= {target:g} s: {'met' if r['wall_s'] <= target else 'not met'}")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; caches and results in {work}")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

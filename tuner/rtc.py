@@ -7,7 +7,8 @@ API: present in torch >= 2.8; on ROCm builds torch routes it through hiprtc and
 result in-process by (source hash, defines, arch). The compiled binary is also kept on disk
 (``$OCCTUNE_CACHE_DIR/rtc`` or ``~/.cache/occtune/rtc``, keyed by source, options, arch and the
 torch/CUDA versions), so a later process only loads it: a cached rerun of a sweep compiles
-nothing. ``launch`` starts it on the current stream.
+nothing. ``launch`` starts it on the current stream. ``OCCTUNE_LOG_COMPILES=1`` prints one line per
+kernel built or loaded (its macros, seconds, thread) on stderr.
 ``kernel_attributes`` reads what the compiler allotted (registers, static shared memory).
 
 torch's launcher passes Python ints as C ``int`` and tensors as pointers: a kernel built
@@ -27,6 +28,7 @@ import ctypes
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -157,6 +159,9 @@ def _compile(torch, fn, source, name, defines, device, arch, options, dynamic_sm
                             f"on this device ({e}); choose a smaller budget") from None
     handle = RtcKernel(kern, name, arch, dict(defines or {}), options,
                        time.perf_counter() - t0, int(dynamic_smem))
+    if os.environ.get("OCCTUNE_LOG_COMPILES"):      # where a sweep's compile time goes, kernel by kernel
+        print(f"rtc: {name} {' '.join(o for o in options if o.startswith('-D'))} {handle.compile_s:.2f} s "
+              f"(thread {threading.current_thread().name}, t={time.time():.2f})", file=sys.stderr, flush=True)
     handle.info = kernel_attributes(handle)
     handle.launcher, handle.fn = driver_function(kern)
     return handle
