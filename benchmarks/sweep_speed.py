@@ -43,7 +43,8 @@ VERBS = {"topk": ["topk", "--target", "sm_90"], "rope": ["rope"]}
 
 def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compiles: bool, timeout: float,
               env_extra: dict | None = None) -> dict:
-    cache, out = work / f"cache-{family}", work / f"results-{name.replace(' ', '-')}"
+    # one results folder per family (a replay is of the same command line), the careful sweeps apart
+    cache, out = work / f"cache-{family}", work / f"results-{family}{'-careful' if 'careful' in name else ''}"
     compiled = work / f"compiled-{family}"          # Triton's kernel cache and occtune's NVRTC binaries
     if fresh_compiles and compiled.exists():
         shutil.rmtree(compiled)
@@ -54,6 +55,7 @@ def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compil
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - t0
+    (work / f"{name.replace(' ', '-').replace(',', '')}.stderr.txt").write_text(p.stderr)   # progress, compile log
     if p.returncode != 0:
         return {"name": name, "family": family, "cmd": " ".join(cmd), "error": (p.stderr or p.stdout)[-2000:],
                 "wall_s": wall}

@@ -81,11 +81,17 @@ def test_helper_processes_build_every_config_ahead(tmp_path):
 
     fam = FaultFamily(n=5, build_error=[2], mark_dir=str(tmp_path))
     plan = [({"v": v}, ({"N": 8},)) for v in range(5)]
-    assert prebuild_in_processes(fam, plan, "cpu", processes=2) == 2
+    ready = []
+
+    def on_ready(item):      # in this thread, once the item's helper task is done (its mark exists)
+        marks = {p.name.split("-")[2] for p in tmp_path.iterdir()}
+        ready.append((item[0]["v"], f"v{item[0]['v']}" in marks, threading.current_thread() is threading.main_thread()))
+    assert prebuild_in_processes(fam, plan, "cpu", processes=2, on_ready=on_ready) == 2
     builds = [p.name.split("-") for p in tmp_path.iterdir()]
     assert sorted(v for _, _, v in builds) == [f"v{v}" for v in range(5)]          # each once
     pids = {pid for _, pid, _ in builds}
-    assert len(pids) == 2 and str(os.getpid()) not in pids
+    assert 1 <= len(pids) <= 2 and str(os.getpid()) not in pids
+    assert sorted(ready) == [(v, True, True) for v in range(5)]
     assert prebuild_in_processes(fam, plan[:1], "cpu", processes=4) == 0          # one config: no helpers
 
 

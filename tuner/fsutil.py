@@ -72,8 +72,14 @@ def current_umask() -> int:
     return mask
 
 
+# libyaml's emitter where PyYAML has it: the same text as yaml.safe_dump, about 3x faster (a timed
+# sweep's results are 100-200 KB of YAML: a second of a cached rerun in pure Python on the H200 machine)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def atomic_write_yaml(path: str | os.PathLike, data) -> Path:
-    return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+    return atomic_write_text(path, yaml.dump(data, Dumper=_DUMPER, sort_keys=False, default_flow_style=None,
+                                             width=100))
 
 
 def atomic_write_json(path: str | os.PathLike, data) -> Path:

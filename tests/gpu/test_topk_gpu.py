@@ -60,7 +60,7 @@ def test_adversarial_cases_exact(budget, bits):
     L = 20000 + 3                      # not a multiple of the block size
     for name, s, lens in ref.adversarial_cases(8, L, K, seed=budget + bits):
         out, diag = _run(s, lens, K, budget, bits)
-        _assert_exact(s, lens, K, out, what=f"{name} lds_budget={lds_budget} bits={bits}")
+        _assert_exact(s, lens, K, out, what=f"{name} lds_budget={budget} bits={bits}")
         pred = ref.threshold_bin_counts(s, lens, K, bits)
         got = diag["bin_counts"].cpu().numpy()
         assert np.array_equal(got, pred), f"{name}: threshold-bin counts {got} != predicted {pred}"

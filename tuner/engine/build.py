@@ -14,8 +14,9 @@ that raises is ignored here: the run that needs the kernel reports the error on 
 
 Triton's compiler holds the GIL for most of its work, so threads do not overlap it. A family
 that says so (``compile_processes = True``) is first built and warmed by
-:func:`prebuild_in_processes`: helper processes, each with a share of the plan, whose only
-lasting effect is the compiler's on-disk cache; the sweep's own build then loads from it.
+:func:`prebuild_in_processes`: helper processes, one config per task, whose only lasting effect is
+the compiler's on-disk cache; the sweep's own build loads each config from it as soon as its task
+is done, while the helpers compile the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,21 +134,24 @@ class BuildCache:
 
 
 def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device, processes: int | None = None,
-                          timeout_s: float = 600.0) -> int:
-    """Build and warm ``plan`` in helper processes (see the module docstring); returns how many
-    ran. A helper that fails or runs past ``timeout_s`` costs nothing but time: the sweep's own
-    build does the work then."""
+                          timeout_s: float = 600.0, on_ready=None) -> int:
+    """Build and warm ``plan`` in helper processes, one config per task (see the module docstring);
+    returns how many helpers ran. ``on_ready(item)`` runs in this thread for each item of ``plan``
+    as soon as its task is done: the sweep loads that config from the compiler's disk cache while
+    the rest still compile. A helper that fails or runs past ``timeout_s`` costs nothing but time:
+    the sweep's own build does the work then."""
     from occtune.engine.workunit import family_ref
 
-    n = min(len(plan), processes or max(1, min(16, (os.cpu_count() or 2) - 2)))
+    n = min(len(plan), processes or max(1, min(16, (os.cpu_count() or 2) - 1)))
     if n < 2:
         return 0
     ref, kwargs = family_ref(family), dict(getattr(family, "init_kwargs", {}) or {})
-    shares = [plan[i::n] for i in range(n)]
     pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
     try:
-        list(pool.map(_prebuild_share, [(ref, kwargs, share, str(device)) for share in shares],
-                      timeout=timeout_s))
+        tasks = {pool.submit(_prebuild_share, (ref, kwargs, [item], str(device))): item for item in plan}
+        for done in as_completed(tasks, timeout=timeout_s):
+            if on_ready is not None:
+                on_ready(tasks[done])
     except Exception:          # a helper died (BrokenProcessPool), could not start, or took too long
         pass
     finally:

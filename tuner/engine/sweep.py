@@ -168,7 +168,9 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
         bar.advance()
 
     n_todo = sum(len(u.workloads) for u in units)
-    if units and not options.ray and getattr(family, "compile_processes", False) and str(device).startswith("cuda"):
+    ahead = bool(units) and not options.ray and getattr(family, "compile_processes", False) \
+        and str(device).startswith("cuda")          # helper processes compile (Triton holds the GIL)
+    if ahead and options.in_workers:
         with clock.running(), phase("compile"):
             prebuild_in_processes(family, [(u.config, u.workloads) for u in units],
                                   (options.devices or [device])[0])
@@ -181,7 +183,7 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
             _run_isolated(units, family, list(options.devices or [str(device)]), timer, options.timeout_s,
                           on_point, clock)
         elif units:
-            _run_inprocess(units, family, device, timer, on_point, clock)
+            _run_inprocess(units, family, device, timer, on_point, clock, ahead)
     with clock.running(), phase("compile"):      # the analytic columns may compile (resources)
         notes = _annotations(hooks.annotate, [r["config"] for r in rows.values()], device)
     res.rows = [_finish(rows[cache_mod.point_key(c, w)], family, hooks, notes)
@@ -237,14 +239,17 @@ def _fits(fits, config) -> tuple[bool, str]:
     return (r, "" if r else "does not fit") if isinstance(r, bool) else (bool(r[0]), r[1])
 
 
-def _run_inprocess(units, family, device, timer, on_point, clock) -> None:
+def _run_inprocess(units, family, device, timer, on_point, clock, ahead: bool = False) -> None:
     with clock.running():
         with phase("load"):
             runner = Runner(family, device, timer)
         workloads = list({key_of(w): w for u in units for w in u.workloads}.values())
+        plan = [(u.config, u.workloads) for u in units]
         with phase("compile"):       # every config ahead of timing, on the build threads
             with runner.inputs.prefetching(workloads) as made:      # meanwhile the inputs
-                runner.builds.prebuild([(u.config, u.workloads) for u in units])
+                if ahead:            # helper processes compile; each config loads here once done
+                    prebuild_in_processes(family, plan, device, on_ready=lambda item: runner.builds.prebuild([item]))
+                runner.builds.prebuild(plan)
         clock.add({phases_mod.OVERLAPPED: made["seconds"]})
     for u in units:
         for rec in runner.execute(u):
