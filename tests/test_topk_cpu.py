@@ -721,3 +721,30 @@ def test_a_shape_s_first_call_builds_the_cluster_sizes_it_may_try_side_by_side(m
     done.clear()
     tk._prefetch_clusters(main, [8], 49152, 512, 12, "cuda:0")     # one size: the plan builds it itself
     assert done == []
+
+
+@pytest.mark.parametrize("B,built_sizes", [(1, [8]), (64, [2, 3, 4])])
+def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fit(monkeypatch, B, built_sizes):
+    """One row per cluster of 8 on 132 SMs fits for sure: build S=8 alone; 64 rows in clusters of 4
+    with 2 blocks/SM fill the GPU: S=3 and S=2 are built alongside S=4 (the driver may refuse 4)."""
+    import types
+
+    import torch
+
+    built = []
+    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(rtc, "launch_packed", lambda *a: None)
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
+    monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 1000)
+    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    tk.clear_plans()
+
+    def fake_compile(source, name, defines, dev, dynamic_smem=0):
+        built.append(defines.get("TOPK_CLUSTER"))
+        return rtc.RtcKernel(None, name, "90", dict(defines), [], 0.0, dynamic_smem)
+    monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
+    tk.topk(torch.zeros(B, 131072), 2048, kernel=main)
+    assert sorted(s for s in built if s) == built_sizes

@@ -31,7 +31,7 @@ KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
 CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
 MAX_CLUSTER = 8                       # portable thread-block cluster size (sm_90+)
-PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side on a shape's first call
+PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side where the first may not fit
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
@@ -230,8 +230,9 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
     if not cluster and full > MAX_CLUSTER:
         return 0
     S = min(full, MAX_CLUSTER)
-    _prefetch_clusters(handle, [s for s in range(S, max(1, S - PREFETCH_CLUSTERS), -1)
-                                if cluster or cluster_fits(L, k, smem, s)], lds_budget, threads, bits, dev)
+    if B * S > nsms * per_sm // 2:    # the driver may well refuse S: build the next sizes alongside
+        _prefetch_clusters(handle, [s for s in range(S, max(1, S - PREFETCH_CLUSTERS), -1)
+                                    if cluster or cluster_fits(L, k, smem, s)], lds_budget, threads, bits, dev)
     while S >= 2:                                       # every cluster resident at once (one wave)
         if not cluster and not cluster_fits(L, k, smem, S):
             return 0                                    # (a smaller S keeps more per block)
