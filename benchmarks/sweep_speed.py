@@ -9,8 +9,9 @@ winner a slow, careful sweep picks (issue 18's targets: fresh <= 30 s, cached <=
 
 Every sweep is a separate ``python3 -m occtune ...`` process (imports included, as a user sees
 it) with ``--json --profile-sweep``, a point cache and results folder under ``--work``, and for
-the fresh runs empty compile caches (``TRITON_CACHE_DIR``, and ``OCCTUNE_CACHE_DIR`` for occtune's
-NVRTC binaries): nothing is reused that a new user would not have; the cached runs reuse all of it.
+the fresh runs empty compile caches (``TRITON_CACHE_DIR``, ``OCCTUNE_CACHE_DIR`` for occtune's
+NVRTC binaries, ``CUDA_CACHE_PATH`` for CUDA's own): nothing is reused that a new user would not
+have; the cached runs reuse all of it.
 Runs, in order, per family (``tune topk --target sm_90``, then ``tune rope``; defaults otherwise:
 adaptive timing): fresh (``--fresh``), the same command again ("cached": an unchanged command is a
 replay of the fresh run, :mod:`occtune.replay`), and once more with ``OCCTUNE_NO_REPLAY=1``
@@ -50,8 +51,10 @@ def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compil
         shutil.rmtree(compiled)
     cmd = [sys.executable, "-m", "occtune", *VERBS[family], "--json", "--profile-sweep",
            "--cache", str(cache), "--out", str(out), *extra]
+    # CUDA_CACHE_PATH: the CUDA 13 stack keeps compiled kernels across processes there (on the H200
+    # a second process built a top-k cluster kernel in 0.5 s instead of 7.6 s): fresh runs start empty
     env = dict(os.environ, TRITON_CACHE_DIR=str(compiled / "triton"), OCCTUNE_CACHE_DIR=str(compiled / "occtune"),
-               **(env_extra or {}))
+               CUDA_CACHE_PATH=str(compiled / "nv"), **(env_extra or {}))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - t0
