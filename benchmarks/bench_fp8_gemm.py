@@ -88,19 +88,22 @@ def _one(fam, cfg, w, inp, exp, timer, verify, device):
 
 
 def cfg_text(c: dict) -> str:
-    if c["backend"] != "triton":
-        return c["backend"]
-    return f"triton {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} g{c['GROUP_M']} w{c['num_warps']} s{c['num_stages']}"
+    from occtune.kernels.fp8_gemm.cli import _cfg_text
+
+    return c["backend"] if c["backend"] != "triton" else "triton " + _cfg_text(c)
 
 
 def progress_line(i, n, w, rows, t0, safety) -> str:
     from occtune.kernels.fp8_gemm.allowlist import decide
 
     d = decide(rows, safety)
+    from occtune.kernels.fp8_gemm.cli import _cfg_text
+
     lib = f"{d['library_backend']} {d['library_us']:.1f} us" if d["library_us"] else "no library"
-    tri = f"triton {d['triton_us']:.1f} us" if d["triton_us"] else "no triton"
+    tri = f"triton {d['triton_us']:.1f} us ({_cfg_text(d['triton_config'])})" if d["triton_us"] else "no triton"
+    ratio = f", triton/library {d['triton_us'] / d['library_us']:.2f}x" if d["triton_us"] and d["library_us"] else ""
     margin = "" if d["margin"] is None else f" ({d['margin']:+.0%})"
-    return (f"[{i}/{n}] n={w['N']} k={w['K']} M={w['M']}: {tri}, {lib} -> {d['backend']}{margin}  "
+    return (f"[{i}/{n}] n={w['N']} k={w['K']} M={w['M']}: {tri}, {lib}{ratio} -> {d['backend']}{margin}  "
             f"({time.perf_counter() - t0:.0f} s)")
 
 
@@ -155,7 +158,7 @@ def checks(doc) -> list[str]:
 
 
 def markdown(doc, rows, target, peak, wall_s) -> str:
-    from occtune.kernels.fp8_gemm.cli import _f
+    from occtune.kernels.fp8_gemm.cli import _cfg_text, _f
 
     prov = doc["provenance"]
     lines = [f"# FP8 block-scaled GEMM on {target.name}: Triton vs the vendor library", "",
@@ -172,7 +175,7 @@ def markdown(doc, rows, target, peak, wall_s) -> str:
             us = p["triton_us"] if p["backend"] == "triton" else p["library_us"]
             tf = 2 * p["m"] * s["n"] * s["k"] / (us * 1e-6) / 1e12 if us else None
             tc = p["triton_config"]
-            cfg = "-" if tc is None else f"{tc['BLOCK_M']}x{tc['BLOCK_N']}x{tc['BLOCK_K']} w{tc['num_warps']} s{tc['num_stages']}"
+            cfg = "-" if tc is None else _cfg_text(tc)
             lines.append(f"| {key} | {p['m']} | {_f(p['triton_us'])} | {cfg} | {_f(p['library_us'])} | "
                          f"{p['library_backend'] or '-'} | {_f(tf, '.1f')} | "
                          f"{_f(100 * tf * 1e12 / peak if tf and peak else None, '.1f')} | {p['backend']} | "

@@ -29,6 +29,8 @@ TRI = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stag
     (TRI, "float8_e4m3fnuz"),                                             # gfx942's type
     ({**TRI, "BLOCK_M": 32, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 2}, "float8_e4m3fn"),  # tile over 2 scale blocks
     ({**TRI, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, "float8_e4m3fn"),
+    ({**TRI, "PIPE": 1}, "float8_e4m3fn"),         # TMA descriptors: ragged M, N, K read as zeros
+    ({**TRI, "BLOCK_N": 256, "GROUP_M": 2, "PIPE": 2}, "float8_e4m3fn"),
 ])
 def test_kernel_matches_reference(cfg, fp8):
     # M=37 (ragged tile), N=200 (a partial 128-column scale block), K=320 (a partial scale group)
@@ -64,6 +66,9 @@ def test_bad_arguments_are_user_errors():
         fp8_gemm(inp.a.float(), inp.a_s, inp.b, inp.b_s)          # not fp8
     with pytest.raises(UserError):
         fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, {**TRI, "BLOCK_K": 96})
+    odd = make_gemm_inputs(4, 128, 200, 3, "cpu")               # K = 200: rows not 16-byte aligned
+    with pytest.raises(UserError, match="multiples of 16 bytes"):
+        fp8_gemm(odd.a, odd.a_s, odd.b, odd.b_s, {**TRI, "PIPE": 1})
 
 
 def test_registered_with_the_seed_shapes_and_a_uniform_space():
@@ -94,11 +99,20 @@ def test_is_valid_prunes_by_bucket_backend_and_target():
     assert not ok and "ignores the Triton axes" in why
     assert not fam.is_valid({**decode, "BLOCK_K": 48}, SMALL[0])[0]
     assert not fam.is_valid({**decode, "matrix_instr_nonkdim": 16}, SMALL[0])[0]     # an AMD axis on sm_90
+    tma = Fp8GemmFamily(SMALL, target="sm_90", triton_configs=[{**TRI, "PIPE": 2}])
+    assert tma.is_valid({"backend": "triton", **TRI, "PIPE": 2}, SMALL[0])[0]
+    ok, why = tma.is_valid({"backend": "triton", **TRI, "PIPE": 2}, {"M": 8, "N": 256, "K": 200})
+    assert not ok and "K % 16" in why
     amd = Fp8GemmFamily(SMALL, target="gfx942")
     assert {"matrix_instr_nonkdim", "waves_per_eu", "kpack"} <= set(amd.axes())
     assert "kpack" not in Fp8GemmFamily(SMALL, target="gfx950").axes() and "aiter" in amd.backends
     assert amd.fp8 == "float8_e4m3fnuz"
     assert amd.safety_key(library_config("aiter", "gfx942")) > amd.safety_key(amd.baseline_config())
+    tma_amd = Fp8GemmFamily(SMALL, target="gfx950", triton_configs=[{**TRI, "PIPE": 1}, TRI])
+    assert [c["PIPE"] for c in tma_amd.profile.triton_configs("gfx950")] == [0]       # TMA is NVIDIA-only
+    ok, why = tma_amd.is_valid({"backend": "triton", **TRI, "PIPE": 1, "matrix_instr_nonkdim": 16,
+                                "waves_per_eu": 0}, SMALL[0])
+    assert not ok and "sm_90+" in why
 
 
 def test_sweep_through_the_engine_reports_the_missing_library():
@@ -206,7 +220,7 @@ def test_cli_analytic_gfx950_json():
 @pytest.mark.parametrize("args,frag", [
     (["--shapes", "7168"], "n,k"),
     (["--backends", "aiter"], "do(es) not run"),
-    (["--triton", "16,64,128"], "needs 6 values"),
+    (["--triton", "16,64,128"], "needs 6 or 7 values"),
     (["--target", "gfx950", "--export", "x"], "--export needs timed results"),
 ])
 def test_cli_bad_input_is_one_line(args, frag):

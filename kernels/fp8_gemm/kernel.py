@@ -11,9 +11,26 @@
 Each program computes a ``BLOCK_M x BLOCK_N`` tile (grouped launch order, ``GROUP_M`` rows of
 tiles share B in L2). Per ``BLOCK_K`` step the fp8 dot product is formed in fp32 and then scaled by
 the step's row scales and block scale before it is added to the fp32 accumulator: the scales are
-constant across one step because ``BLOCK_K`` divides 128. Only standard Triton (``tl.dot``,
-loads, stores): no vendor intrinsics, so the same source compiles for NVIDIA and AMD targets.
-Offsets are 64-bit; ragged M, N and K are masked (N and K need not be multiples of 128).
+constant across one step because ``BLOCK_K`` divides 128.
+
+How A and B reach the dot is the ``PIPE`` axis:
+
+- ``PIPE=0`` (every target): pointer loads, software-pipelined by Triton over ``num_stages``. Only
+  standard Triton (``tl.dot``, loads, stores), no vendor intrinsics, so the same source compiles
+  for NVIDIA and AMD targets. Offsets are 64-bit; ragged M, N and K are masked (N and K need not
+  be multiples of 128).
+- ``PIPE=1`` (NVIDIA sm_90+ only): TMA tensor-descriptor loads (``tl.make_tensor_descriptor``;
+  out-of-bounds rows and columns read as zeros). Needs K-contiguous A and B with ``K % 16 == 0``.
+- ``PIPE=2`` (NVIDIA sm_90+ only): as 1, plus Triton's automatic warp specialisation of the K loop
+  (``warp_specialize=True``): on Hopper, Triton 3.6 adds a load partition and splits the tile
+  between two consumer warp groups that run unsynchronised, so one group's wgmma overlaps the
+  other's scale-and-accumulate (the per-step scaling otherwise makes every wgmma wait, see
+  below). Cross-compiled for sm_90 with num_warps=4 it runs 12 warps; 128 x 256 and 256 x 128
+  tiles spill there.
+
+Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
+waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
+with PIPE 0 and 1 only other resident programs fill the tensor cores meanwhile.
 """
 
 from __future__ import annotations
@@ -21,7 +38,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-SCALE_BLOCK = 128     # the quantisation granularity: 1 x 128 for A, 128 x 128 for B
+from .config import SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
 
 
 # M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
@@ -34,7 +51,7 @@ def fp8_gemm_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
                     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                     stride_asm, stride_ask, stride_bsn, stride_bsk,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE: tl.constexpr):
+                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SCALE: tl.constexpr, PIPE: tl.constexpr):
     pid = tl.program_id(0)
     # No tl.cdiv / tl.zeros: they are @jit helpers, which stay interpreter objects under
     # TRITON_INTERPRET=1 and then break the cross-compile of occtune.tritonxc.
@@ -59,23 +76,39 @@ def fp8_gemm_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
         bs_ptrs = bs_ptr + (rn // SCALE) * stride_bsn
 
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    for kk in range(0, (K + BLOCK_K - 1) // BLOCK_K):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            left = K - kk * BLOCK_K
-            a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
-        ks = (kk * BLOCK_K) // SCALE
-        a_s = tl.load(as_ptrs + ks * stride_ask)
-        b_s = tl.load(bs_ptrs + ks * stride_bsk)
-        if BLOCK_N <= SCALE:
-            acc += tl.dot(a, b) * (a_s * b_s)[:, None]
-        else:
-            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    if PIPE > 0:    # TMA descriptors (NVIDIA sm_90+; family.is_valid keeps it off other targets)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_K])
+        for kk in tl.range(0, (K + BLOCK_K - 1) // BLOCK_K, warp_specialize=PIPE == 2):
+            a = a_desc.load([pid_m * BLOCK_M, kk * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, kk * BLOCK_K])
+            ks = (kk * BLOCK_K) // SCALE
+            a_s = tl.load(as_ptrs + ks * stride_ask)
+            b_s = tl.load(bs_ptrs + ks * stride_bsk)
+            if BLOCK_N <= SCALE:
+                acc += tl.dot(a, b.T) * (a_s * b_s)[:, None]
+            else:
+                acc += tl.dot(a, b.T) * a_s[:, None] * b_s[None, :]
+    else:
+        for kk in range(0, (K + BLOCK_K - 1) // BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                left = K - kk * BLOCK_K
+                a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
+                b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
+            ks = (kk * BLOCK_K) // SCALE
+            a_s = tl.load(as_ptrs + ks * stride_ask)
+            b_s = tl.load(bs_ptrs + ks * stride_bsk)
+            if BLOCK_N <= SCALE:
+                acc += tl.dot(a, b) * (a_s * b_s)[:, None]
+            else:
+                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
 
     cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -98,16 +131,37 @@ def launch_options(config: dict) -> dict:
     return opts
 
 
+def _scratch(size: int, alignment: int, stream):
+    """Triton's allocator for in-kernel TMA descriptors (global scratch, 128 B per program)."""
+    import torch
+
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
 def launch(a, a_s, b, b_s, out, config: dict) -> None:
-    """``out[M, N] = (a * a_s) @ (b * b_s)^T`` with one Triton config (shapes checked by the caller)."""
+    """``out[M, N] = (a * a_s) @ (b * b_s)^T`` with one Triton config (shapes checked by the caller;
+    a PIPE > 0 config needs tma_ready(a, b): the caller checks, see family.is_valid)."""
     M, K = a.shape
     N = b.shape[0]
     if M == 0 or N == 0:
         return
+    pipe = config.get("PIPE", 0)
+    if pipe and a.device.type == "cuda":
+        triton.set_allocator(_scratch)
     fp8_gemm_kernel[grid(M, N, config)](
         a, b, out, a_s, b_s, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1),
         BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-        GROUP_M=config["GROUP_M"], EVEN_K=K % config["BLOCK_K"] == 0, SCALE=SCALE_BLOCK,
+        GROUP_M=config["GROUP_M"], EVEN_K=K % config["BLOCK_K"] == 0, SCALE=SCALE_BLOCK, PIPE=pipe,
         **launch_options(config))
+
+
+def tma_ready(a, b) -> str:
+    """Why A and B cannot be read through TMA descriptors ('' when they can): K contiguous, and the
+    row strides 16-byte aligned (fp8: K % 16 == 0), as cuTensorMapEncodeTiled requires."""
+    if a.stride(1) != 1 or b.stride(1) != 1:
+        return "TMA loads (PIPE > 0) need K-contiguous A and B"
+    if (a.stride(0) % 16) or (b.stride(0) % 16):
+        return "TMA loads (PIPE > 0) need row strides that are multiples of 16 bytes (K % 16 == 0)"
+    return ""

@@ -36,6 +36,7 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
         sig[k], cx[k] = "constexpr", config[k]
     sig["EVEN_K"], cx["EVEN_K"] = "constexpr", K % config["BLOCK_K"] == 0
     sig["SCALE"], cx["SCALE"] = "constexpr", 128
+    sig["PIPE"], cx["PIPE"] = "constexpr", config.get("PIPE", 0)
     names = list(sig)
     aligned = ["a_ptr", "b_ptr", "c_ptr", "as_ptr", "bs_ptr"] + [
         k for k, v in ints.items() if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
