@@ -42,17 +42,18 @@ def test_kernel_matches_reference(cfg, fp8):
     assert 0 < res.diagnostics["rel_l2"] < 2 ** -7 and res.diagnostics["rows_checked"] == 37
 
 
-def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan():
+@pytest.mark.parametrize("cfg", [TRI, {**TRI, "PIPE": 2}])
+def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan(cfg):
     inp = make_gemm_inputs(37, 200, 320, 2, "cpu")
-    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI, out=inp.out).clone()
+    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg, out=inp.out).clone()
     assert verify(out, inp).ok
     good = inp.a_s.clone()
     inp.a_s[5, 1] *= 2                                           # one 1x128 activation group's scale doubled
-    bad = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI)
+    bad = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
     inp.a_s.copy_(good)
     res = verify(bad, inp)
     assert not res.ok and res.diagnostics["max_abs_err"] > 4 * 2 ** -7 * res.diagnostics["max_abs_ref"]
-    swapped = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.flip(0), TRI)     # weight block scales misindexed
+    swapped = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.flip(0), cfg)     # weight block scales misindexed
     assert not verify(swapped, inp).ok
     out[36, 199] = float("nan")                                  # one element never written
     assert "NaN" in verify(out, inp).reason

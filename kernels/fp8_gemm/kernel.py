@@ -70,7 +70,9 @@ def fp8_gemm_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
     a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
     b_ptrs = b_ptr + rn[None, :] * stride_bn + rk[:, None] * stride_bk
     as_ptrs = as_ptr + rm * stride_asm
-    if BLOCK_N <= SCALE:        # the whole tile lies in one 128-column scale block
+    if BLOCK_N <= SCALE and PIPE > 0:   # one block scale, loaded as a [BLOCK_M] broadcast: a scalar
+        bs_ptrs = bs_ptr + ((pid_n * BLOCK_N) // SCALE) * stride_bsn + 0 * rm   # load raced under WS
+    elif BLOCK_N <= SCALE:      # the whole tile lies in one 128-column scale block
         bs_ptrs = bs_ptr + ((pid_n * BLOCK_N) // SCALE) * stride_bsn
     else:
         bs_ptrs = bs_ptr + (rn // SCALE) * stride_bsn
