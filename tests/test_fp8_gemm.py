@@ -31,6 +31,7 @@ TRI = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stag
     ({**TRI, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, "float8_e4m3fn"),
     ({**TRI, "PIPE": 1}, "float8_e4m3fn"),         # TMA descriptors: ragged M, N, K read as zeros
     ({**TRI, "BLOCK_N": 256, "GROUP_M": 2, "PIPE": 2}, "float8_e4m3fn"),
+    ({**TRI, "BLOCK_M": 32, "PIPE": 3}, "float8_e4m3fn"),          # persistent: 4 programs walk 8 tiles
 ])
 def test_kernel_matches_reference(cfg, fp8):
     # M=37 (ragged tile), N=200 (a partial 128-column scale block), K=320 (a partial scale group)
@@ -42,7 +43,7 @@ def test_kernel_matches_reference(cfg, fp8):
     assert 0 < res.diagnostics["rel_l2"] < 2 ** -7 and res.diagnostics["rows_checked"] == 37
 
 
-@pytest.mark.parametrize("cfg", [TRI, {**TRI, "PIPE": 2}])
+@pytest.mark.parametrize("cfg", [TRI, {**TRI, "PIPE": 2}, {**TRI, "PIPE": 3}])
 def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan(cfg):
     inp = make_gemm_inputs(37, 200, 320, 2, "cpu")
     out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg, out=inp.out).clone()

@@ -145,8 +145,8 @@ def _cfg_text(c: dict) -> str:
 
 
 def pipe_text(c: dict) -> list[str]:
-    """[] for pointer loads (PIPE 0), else ["tma"] or ["tma+ws"] (kernel.py's PIPE axis)."""
-    return [{1: "tma", 2: "tma+ws"}[c["PIPE"]]] if c.get("PIPE") else []
+    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"] or ["persistent"] (kernel.py's PIPE)."""
+    return [{1: "tma", 2: "tma+ws", 3: "persistent"}[c["PIPE"]]] if c.get("PIPE") else []
 
 
 def _print_analytic(fam, target, res, label, libs, console) -> None:

@@ -20,10 +20,11 @@ TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_sta
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "PIPE": (0, 1, 2), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
-# PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation
-# (both NVIDIA sm_90+ only). A profile row or --triton value list may leave it out (then 0).
-PIPES_NVIDIA_ONLY = (1, 2)
+           "PIPE": (0, 1, 2, 3), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+# PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
+# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only). A profile row or --triton
+# value list may leave it out (then 0).
+PIPES_NVIDIA_ONLY = (1, 2, 3)
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
@@ -82,7 +83,7 @@ def validate_config(config, target: str, backends=None) -> dict:
 
 def config_problem(config: dict, target: str) -> str:
     """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
-    one 128-column scale group; TMA loads (PIPE 1, 2) exist on NVIDIA sm_90 and later only."""
+    one 128-column scale group; TMA loads (PIPE 1-3) exist on NVIDIA sm_90 and later only."""
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if config.get("PIPE", 0) in PIPES_NVIDIA_ONLY and not _tma_target(target):

@@ -53,7 +53,8 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
     from . import kernel
 
     sig, cx, attrs = signature(target, int(workload["M"]), int(workload["N"]), int(workload["K"]), config)
-    fn = compilable_module(kernel, "fp8_gemm_kernel").fp8_gemm_kernel
+    name = kernel.kernel_name(config)
+    fn = getattr(compilable_module(kernel, name), name)
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
     return triton_resources(fn, sig, cx, attrs, target=target, options=opts)
