@@ -38,6 +38,8 @@ with PIPE 0 and 1 only other resident programs fill the tensor cores meanwhile.
 
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
@@ -189,7 +191,9 @@ def grid(M: int, N: int, config: dict, sms: int = 0) -> tuple[int]:
     return (min(tiles, sms),) if config.get("PIPE", 0) == 3 and sms else (tiles,)
 
 
+@functools.lru_cache(maxsize=None)
 def _sm_count(device) -> int:
+    """The SMs of a CUDA ``device`` (4 under the interpreter, so that programs walk several tiles)."""
     import torch
 
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
@@ -200,6 +204,12 @@ def launch_options(config: dict) -> dict:
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in AMD_OPTIONS if k in config})
     return opts
+
+
+@functools.lru_cache(maxsize=1)
+def _use_scratch() -> None:
+    """Install :func:`_scratch` as Triton's allocator, once (the launch path stays cheap)."""
+    triton.set_allocator(_scratch)
 
 
 def _scratch(size: int, alignment: int, stream):
@@ -218,7 +228,7 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
         return
     pipe = config.get("PIPE", 0)
     if pipe and a.device.type == "cuda":
-        triton.set_allocator(_scratch)
+        _use_scratch()
     fn = globals()[kernel_name(config)]
     fn[grid(M, N, config, _sm_count(a.device) if pipe == 3 else 0)](
         a, b, out, a_s, b_s, M, N, K,
