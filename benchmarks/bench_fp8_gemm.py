@@ -44,6 +44,10 @@ def parse_args(argv=None):
     p.add_argument("--out-dir", help="where to write (default results/<target>/)")
     p.add_argument("--device", default="cuda", help="cuda, or cpu to try the script under TRITON_INTERPRET=1 "
                                                     "(target sm_90 assumed, times meaningless)")
+    p.add_argument("--smoke-s", type=float, default=0.0,
+                   help="first run every Triton config once on a small ragged problem, each in its own process "
+                        "with this time limit, all at once, and drop the ones that fail or hang (0: off)")
+    p.add_argument("--smoke-config", help=argparse.SUPPRESS)     # the child of --smoke-s: one config (JSON)
     return p.parse_args(argv)
 
 
@@ -88,19 +92,22 @@ def _one(fam, cfg, w, inp, exp, timer, verify, device):
 
 
 def cfg_text(c: dict) -> str:
-    if c["backend"] != "triton":
-        return c["backend"]
-    return f"triton {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} g{c['GROUP_M']} w{c['num_warps']} s{c['num_stages']}"
+    from occtune.kernels.fp8_gemm.cli import _cfg_text
+
+    return c["backend"] if c["backend"] != "triton" else "triton " + _cfg_text(c)
 
 
 def progress_line(i, n, w, rows, t0, safety) -> str:
     from occtune.kernels.fp8_gemm.allowlist import decide
 
     d = decide(rows, safety)
+    from occtune.kernels.fp8_gemm.cli import _cfg_text
+
     lib = f"{d['library_backend']} {d['library_us']:.1f} us" if d["library_us"] else "no library"
-    tri = f"triton {d['triton_us']:.1f} us" if d["triton_us"] else "no triton"
+    tri = f"triton {d['triton_us']:.1f} us ({_cfg_text(d['triton_config'])})" if d["triton_us"] else "no triton"
+    ratio = f", triton/library {d['triton_us'] / d['library_us']:.2f}x" if d["triton_us"] and d["library_us"] else ""
     margin = "" if d["margin"] is None else f" ({d['margin']:+.0%})"
-    return (f"[{i}/{n}] n={w['N']} k={w['K']} M={w['M']}: {tri}, {lib} -> {d['backend']}{margin}  "
+    return (f"[{i}/{n}] n={w['N']} k={w['K']} M={w['M']}: {tri}, {lib}{ratio} -> {d['backend']}{margin}  "
             f"({time.perf_counter() - t0:.0f} s)")
 
 
@@ -155,7 +162,7 @@ def checks(doc) -> list[str]:
 
 
 def markdown(doc, rows, target, peak, wall_s) -> str:
-    from occtune.kernels.fp8_gemm.cli import _f
+    from occtune.kernels.fp8_gemm.cli import _cfg_text, _f
 
     prov = doc["provenance"]
     lines = [f"# FP8 block-scaled GEMM on {target.name}: Triton vs the vendor library", "",
@@ -172,7 +179,7 @@ def markdown(doc, rows, target, peak, wall_s) -> str:
             us = p["triton_us"] if p["backend"] == "triton" else p["library_us"]
             tf = 2 * p["m"] * s["n"] * s["k"] / (us * 1e-6) / 1e12 if us else None
             tc = p["triton_config"]
-            cfg = "-" if tc is None else f"{tc['BLOCK_M']}x{tc['BLOCK_N']}x{tc['BLOCK_K']} w{tc['num_warps']} s{tc['num_stages']}"
+            cfg = "-" if tc is None else _cfg_text(tc)
             lines.append(f"| {key} | {p['m']} | {_f(p['triton_us'])} | {cfg} | {_f(p['library_us'])} | "
                          f"{p['library_backend'] or '-'} | {_f(tf, '.1f')} | "
                          f"{_f(100 * tf * 1e12 / peak if tf and peak else None, '.1f')} | {p['backend']} | "
@@ -191,6 +198,51 @@ def markdown(doc, rows, target, peak, wall_s) -> str:
         lines += ["", "Rows that failed (excluded from the choice):"] + [
             f"- {r['workload']} {cfg_text(r['config'])}: {r['status']}: {r['reason']}" for r in bad[:40]]
     return "\n".join(lines) + "\n"
+
+
+SMOKE_MNK = (300, 2112, 7168)      # a ragged M tile, N = 16.5 x 128, the seed's common K
+SMOKE_MNK_CPU = (37, 200, 320)     # under the interpreter
+
+
+def smoke_child(cfg_json: str, device: str) -> int:
+    """--smoke-config: run one Triton config once on SMOKE_MNK and verify it (exit 0 when right)."""
+    import json
+
+    from occtune.kernels.fp8_gemm.family import make_gemm_inputs, verify
+    from occtune.kernels.fp8_gemm.kernel import launch
+    from occtune.engine.workunit import sync
+
+    inp = make_gemm_inputs(*(SMOKE_MNK_CPU if device == "cpu" else SMOKE_MNK), 0, device)
+    launch(inp.a, inp.a_s, inp.b, inp.b_s, inp.out, json.loads(cfg_json))
+    sync(device)
+    res = verify(inp.out, inp)
+    print("ok" if res.ok else f"wrong: {res.reason}")
+    return 0 if res.ok else 1
+
+
+def smoke_filter(configs: list, workloads: list, fam, limit_s: float, device: str) -> list:
+    """``configs`` less the Triton ones whose smoke child fails or outlives ``limit_s`` (a hang
+    would otherwise stop the whole benchmark), and less those no workload here times; the
+    children also fill Triton's kernel cache."""
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(c):
+        argv = [sys.executable, __file__, "--device", device, "--smoke-config", json.dumps(c)]
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            return f"no result within {limit_s:.0f} s (hung?)"
+        lines = (r.stdout + r.stderr).strip().splitlines() or [f"exit code {r.returncode}"]
+        return "" if r.returncode == 0 else lines[-1][:200]
+
+    tri = [c for c in configs if c["backend"] == "triton" and any(fam.is_valid(c, w)[0] for w in workloads)]
+    with ThreadPoolExecutor(max_workers=max(1, len(tri))) as ex:
+        why = dict(zip(map(json.dumps, tri), ex.map(one, tri)))
+    for c in tri:
+        log(f"smoke {cfg_text(c)}: {why[json.dumps(c)] or 'ok'}")
+    return [c for c in configs if c["backend"] != "triton" or why.get(json.dumps(c)) == ""]
 
 
 def _peak_source(target) -> str:
@@ -213,6 +265,8 @@ def main(argv=None) -> int:
     from occtune.units import parse_int_list
 
     args = parse_args(argv)
+    if args.smoke_config:
+        return smoke_child(args.smoke_config, args.device)
     if args.device == "cpu":
         name = "sm_90"
     else:
@@ -231,6 +285,8 @@ def main(argv=None) -> int:
         log(f"backend {b}: {'available ' + str({k: v for k, v in a.detail.items() if k != 'tried'}) if a.ok else a.reason}")
     timer = BenchTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
     configs = fam.configs()
+    if args.smoke_s > 0:
+        configs = smoke_filter(configs, workloads, fam, args.smoke_s, args.device)
     t0, rows = time.perf_counter(), []
     for i, w in enumerate(workloads, 1):
         wrows = measure_workload(fam, w, configs, timer, seed=i, device=args.device)

@@ -29,6 +29,9 @@ TRI = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stag
     (TRI, "float8_e4m3fnuz"),                                             # gfx942's type
     ({**TRI, "BLOCK_M": 32, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 2}, "float8_e4m3fn"),  # tile over 2 scale blocks
     ({**TRI, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, "float8_e4m3fn"),
+    ({**TRI, "PIPE": 1}, "float8_e4m3fn"),         # TMA descriptors: ragged M, N, K read as zeros
+    ({**TRI, "BLOCK_N": 256, "GROUP_M": 2, "PIPE": 2}, "float8_e4m3fn"),
+    ({**TRI, "BLOCK_M": 32, "PIPE": 3}, "float8_e4m3fn"),          # persistent: 4 programs walk 8 tiles
 ])
 def test_kernel_matches_reference(cfg, fp8):
     # M=37 (ragged tile), N=200 (a partial 128-column scale block), K=320 (a partial scale group)
@@ -40,17 +43,18 @@ def test_kernel_matches_reference(cfg, fp8):
     assert 0 < res.diagnostics["rel_l2"] < 2 ** -7 and res.diagnostics["rows_checked"] == 37
 
 
-def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan():
+@pytest.mark.parametrize("cfg", [TRI, {**TRI, "PIPE": 2}, {**TRI, "PIPE": 3}])
+def test_tolerance_catches_a_wrong_scale_a_stray_tile_and_nan(cfg):
     inp = make_gemm_inputs(37, 200, 320, 2, "cpu")
-    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI, out=inp.out).clone()
+    out = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg, out=inp.out).clone()
     assert verify(out, inp).ok
     good = inp.a_s.clone()
     inp.a_s[5, 1] *= 2                                           # one 1x128 activation group's scale doubled
-    bad = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, TRI)
+    bad = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
     inp.a_s.copy_(good)
     res = verify(bad, inp)
     assert not res.ok and res.diagnostics["max_abs_err"] > 4 * 2 ** -7 * res.diagnostics["max_abs_ref"]
-    swapped = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.flip(0), TRI)     # weight block scales misindexed
+    swapped = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.flip(0), cfg)     # weight block scales misindexed
     assert not verify(swapped, inp).ok
     out[36, 199] = float("nan")                                  # one element never written
     assert "NaN" in verify(out, inp).reason
@@ -64,6 +68,9 @@ def test_bad_arguments_are_user_errors():
         fp8_gemm(inp.a.float(), inp.a_s, inp.b, inp.b_s)          # not fp8
     with pytest.raises(UserError):
         fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, {**TRI, "BLOCK_K": 96})
+    odd = make_gemm_inputs(4, 128, 200, 3, "cpu")               # K = 200: rows not 16-byte aligned
+    with pytest.raises(UserError, match="multiples of 16 bytes"):
+        fp8_gemm(odd.a, odd.a_s, odd.b, odd.b_s, {**TRI, "PIPE": 1})
 
 
 def test_registered_with_the_seed_shapes_and_a_uniform_space():
@@ -94,11 +101,20 @@ def test_is_valid_prunes_by_bucket_backend_and_target():
     assert not ok and "ignores the Triton axes" in why
     assert not fam.is_valid({**decode, "BLOCK_K": 48}, SMALL[0])[0]
     assert not fam.is_valid({**decode, "matrix_instr_nonkdim": 16}, SMALL[0])[0]     # an AMD axis on sm_90
+    tma = Fp8GemmFamily(SMALL, target="sm_90", triton_configs=[{**TRI, "PIPE": 2}])
+    assert tma.is_valid({"backend": "triton", **TRI, "PIPE": 2}, SMALL[0])[0]
+    ok, why = tma.is_valid({"backend": "triton", **TRI, "PIPE": 2}, {"M": 8, "N": 256, "K": 200})
+    assert not ok and "K % 16" in why
     amd = Fp8GemmFamily(SMALL, target="gfx942")
     assert {"matrix_instr_nonkdim", "waves_per_eu", "kpack"} <= set(amd.axes())
     assert "kpack" not in Fp8GemmFamily(SMALL, target="gfx950").axes() and "aiter" in amd.backends
     assert amd.fp8 == "float8_e4m3fnuz"
     assert amd.safety_key(library_config("aiter", "gfx942")) > amd.safety_key(amd.baseline_config())
+    tma_amd = Fp8GemmFamily(SMALL, target="gfx950", triton_configs=[{**TRI, "PIPE": 1}, TRI])
+    assert [c["PIPE"] for c in tma_amd.profile.triton_configs("gfx950")] == [0]       # TMA is NVIDIA-only
+    ok, why = tma_amd.is_valid({"backend": "triton", **TRI, "PIPE": 1, "matrix_instr_nonkdim": 16,
+                                "waves_per_eu": 0}, SMALL[0])
+    assert not ok and "sm_90+" in why
 
 
 def test_sweep_through_the_engine_reports_the_missing_library():
@@ -206,7 +222,7 @@ def test_cli_analytic_gfx950_json():
 @pytest.mark.parametrize("args,frag", [
     (["--shapes", "7168"], "n,k"),
     (["--backends", "aiter"], "do(es) not run"),
-    (["--triton", "16,64,128"], "needs 6 values"),
+    (["--triton", "16,64,128"], "needs 6 or 7 values"),
     (["--target", "gfx950", "--export", "x"], "--export needs timed results"),
 ])
 def test_cli_bad_input_is_one_line(args, frag):
@@ -218,9 +234,7 @@ def test_cli_bad_input_is_one_line(args, frag):
     assert isinstance(r.exception, UserError) and frag in str(r.exception)
 
 
-def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
-    """benchmarks/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
-    the four files, a missing library reported."""
+def _bench_module():
     import importlib.util
     from pathlib import Path
 
@@ -228,6 +242,22 @@ def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_fp8_gemm", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_benchmark_smoke_drops_a_config_that_does_not_finish(capsys):
+    bench = _bench_module()
+    fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
+    tri, lib = {"backend": "triton", **TRI, "PIPE": 0}, library_config("torch_scaled_mm", "sm_90")
+    assert bench.smoke_filter([tri, lib], SMALL, fam, 120, "cpu") == [tri, lib]
+    assert bench.smoke_filter([tri, lib], SMALL, fam, 0.01, "cpu") == [lib]       # "hung"
+    assert "no result within" in capsys.readouterr().out
+
+
+def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
+    """benchmarks/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
+    the four files, a missing library reported."""
+    bench = _bench_module()
     rc = bench.main(["--device", "cpu", "--shapes", "128,256", "--m", "5,1", "--backends", "triton,torch_scaled_mm",
                      "--triton", "16,128,128,1,4,2", "--rep-ms", "0.01", "--warmup-ms", "0.01",
                      "--out-dir", str(tmp_path)])

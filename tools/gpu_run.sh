@@ -24,6 +24,8 @@ for s in "$@"; do
     topk_bench_quick) stage topk_bench_quick python3 benchmarks/bench_topk.py --shapes "${BENCH_SHAPES:-64x131072,256x131072,256x1048576,8x131072}" --budgets "${BENCH_BUDGETS:-32K,48K}" --bits "${BENCH_BITS:-8,12}" --out "$OUT/topk_bench_quick.csv";;
     fp8_tests) stage fp8_tests python3 -m pytest -q -rs -rx tests/gpu/test_fp8_gemm_gpu.py;;
     fp8_bench) stage fp8_bench python3 benchmarks/bench_fp8_gemm.py --out-dir "$OUT/fp8" ${FP8_BENCH_ARGS:-};;
+    fp8_cand) STAGE_TIMEOUT=${FP8_CAND_TIMEOUT:-420} TAIL=60 stage fp8_cand python3 benchmarks/bench_fp8_gemm.py --m 1024,4096,16384 \
+                --backends triton,torch_scaled_mm --rep-ms 10 --warmup-ms 3 --smoke-s 90 --out-dir "$OUT/fp8_cand" ${FP8_CAND_ARGS:-};;
     fp8_tune) stage fp8_tune python3 -m occtune fp8-gemm --out "$OUT/results" --export "$OUT/fp8_export" ${FP8_TUNE_ARGS:-};;
     rope_tests) stage rope_tests python3 -m pytest -q -x tests/test_rope.py;;
     engine_tests) stage engine_tests python3 -m pytest -q tests/test_engine_gpu.py;;

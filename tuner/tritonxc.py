@@ -120,7 +120,8 @@ def compile_info(fn, signature: dict, constexprs: dict, attrs: dict, target_name
     target = gpu_target(target_name)
     src = triton.compiler.ASTSource(fn, signature, constexprs, attrs)
     k = triton.compile(src, target=target, options=dict(options))
-    info = {"target": target_name, "threads": int(options.get("num_warps", 4)) * target.warp_size,
-            "shared": int(k.metadata.shared)}
+    # metadata.num_warps counts the warps warp specialisation adds (tl.range(warp_specialize=True))
+    warps = getattr(k.metadata, "num_warps", None) or options.get("num_warps", 4)
+    info = {"target": target_name, "threads": int(warps) * target.warp_size, "shared": int(k.metadata.shared)}
     info.update(nvidia_numbers(k.asm["cubin"]) if target.backend == "cuda" else amd_numbers(k.asm["amdgcn"]))
     return info

@@ -16,7 +16,7 @@ import os
 
 from occtune.errors import UserError
 
-from .config import BASELINE_TRITON
+from .config import BASELINE_TRITON, config_problem
 
 __all__ = ["fp8_gemm", "BASELINE_TRITON"]
 
@@ -44,7 +44,7 @@ def _check(a, a_s, b, b_s):
 
 def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
     """bf16 ``[M, N]`` = ``(a * a_s) @ (b * b_s)^T`` with our Triton kernel (``config``: the Triton
-    axes BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [+ AMD options]; default the baseline)."""
+    axes BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [PIPE] [+ AMD options]; default the baseline)."""
     import torch
 
     from .kernel import launch
@@ -52,9 +52,18 @@ def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
     _check(a, a_s, b, b_s)
     if a.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         raise UserError("fp8_gemm needs a GPU tensor (or TRITON_INTERPRET=1 on the CPU)")
-    cfg = dict(config or BASELINE_TRITON)
-    if 128 % cfg["BLOCK_K"]:
-        raise UserError(f"fp8_gemm: BLOCK_K={cfg['BLOCK_K']} must divide 128 (the scale group)")
+    from .kernel import tma_ready
+
+    cfg = {"PIPE": 0, **(config or BASELINE_TRITON)}
+    if a.device.type == "cpu":
+        target = "sm_90"                # the interpreter runs every PIPE
+    else:
+        from occtune.targets import local_target
+
+        target = local_target() or "an unknown device"
+    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] else "")
+    if why:
+        raise UserError(f"fp8_gemm: {why}")
     M, N = a.shape[0], b.shape[0]
     if out is None:
         out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)

@@ -19,7 +19,7 @@ from occtune.engine.options import from_cli, sweep_options
 from occtune.errors import UserError
 from occtune.units import parse_int_list
 
-TRITON_FMT = "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages"
+TRITON_FMT = "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages[,PIPE]"
 
 
 def parse_shapes(text: str | None) -> list[tuple[int, int]] | None:
@@ -35,16 +35,13 @@ def parse_shapes(text: str | None) -> list[tuple[int, int]] | None:
 
 
 def parse_triton(text: str | None) -> list[dict] | None:
-    from .config import TRITON_KEYS, validate_config
+    from .config import triton_row, validate_config
 
     if not text:
         return None
     out = []
     for part in (p.strip() for p in text.split(";") if p.strip()):
-        vals = parse_int_list(part, "--triton")
-        if len(vals) != len(TRITON_KEYS):
-            raise UserError(f"--triton: {part!r} needs {len(TRITON_KEYS)} values: {TRITON_FMT}")
-        cfg = dict(zip(TRITON_KEYS, vals))
+        cfg = triton_row(parse_int_list(part, "--triton"), f"--triton {part!r}")
         validate_config({"backend": "triton", **cfg}, "sm_90")
         out.append(cfg)
     return out
@@ -144,7 +141,12 @@ def _analytic(fam, target, as_json) -> None:
 def _cfg_text(c: dict) -> str:
     short = {"matrix_instr_nonkdim": "mi", "waves_per_eu": "wpe", "kpack": "kp"}
     text = f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} g{c['GROUP_M']} w{c['num_warps']} s{c['num_stages']}"
-    return " ".join([text] + [f"{v}{c[k]}" for k, v in short.items() if k in c])
+    return " ".join([text] + [f"{v}{c[k]}" for k, v in short.items() if k in c] + pipe_text(c))
+
+
+def pipe_text(c: dict) -> list[str]:
+    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"] or ["persistent"] (kernel.py's PIPE)."""
+    return [{1: "tma", 2: "tma+ws", 3: "persistent"}[c["PIPE"]]] if c.get("PIPE") else []
 
 
 def _print_analytic(fam, target, res, label, libs, console) -> None:

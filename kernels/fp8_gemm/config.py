@@ -15,15 +15,21 @@ from pathlib import Path
 
 from occtune.errors import UserError
 
-TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+SCALE_GROUP = 128      # the quantisation group along K (1 x 128 for A, 128 x 128 for B)
+TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PIPE")
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+           "PIPE": (0, 1, 2, 3), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+# PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
+# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only). A profile row or --triton
+# value list may leave it out (then 0).
+PIPES_NVIDIA_ONLY = (1, 2, 3)
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
-BASELINE_TRITON = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 32, "num_warps": 4, "num_stages": 2}
+BASELINE_TRITON = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 32, "num_warps": 4, "num_stages": 2,
+                   "PIPE": 0}
 AMD_NEUTRAL = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0, "kpack": 2}
 
 
@@ -75,6 +81,32 @@ def validate_config(config, target: str, backends=None) -> dict:
     return dict(config)
 
 
+def config_problem(config: dict, target: str) -> str:
+    """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
+    one 128-column scale group; TMA loads (PIPE 1-3) exist on NVIDIA sm_90 and later only."""
+    if SCALE_GROUP % config["BLOCK_K"]:
+        return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
+    if config.get("PIPE", 0) in PIPES_NVIDIA_ONLY and not _tma_target(target):
+        return f"PIPE={config['PIPE']} (TMA descriptor loads) needs an NVIDIA sm_90+ target, not {target}"
+    return ""
+
+
+def _tma_target(target: str) -> bool:
+    import re
+
+    m = re.fullmatch(r"sm_(\d+)a?", target)
+    return bool(m) and int(m.group(1)) >= 90
+
+
+def triton_row(values, where: str) -> dict:
+    """A profile row / --triton value list -> the Triton axes (PIPE may be left out: 0)."""
+    n = len(TRITON_KEYS)
+    if len(values) not in (n - 1, n):
+        raise UserError(f"{where}: a Triton config needs {n - 1} or {n} values ({', '.join(TRITON_KEYS)}; PIPE "
+                        f"defaults to 0), got {len(values)}")
+    return {"PIPE": 0, **dict(zip(TRITON_KEYS, (int(v) for v in values)))}
+
+
 def workload(M: int, N: int, K: int) -> dict:
     return {"M": int(M), "N": int(N), "K": int(K)}
 
@@ -105,6 +137,8 @@ class Profile:
         keys = amd_keys(target)
         for _, configs in picked:
             for c in configs:
+                if c["PIPE"] in PIPES_NVIDIA_ONLY and not _tma_target(target):
+                    continue
                 for vals in itertools.product(*(self.amd[k] for k in keys)):
                     cfg = {"backend": "triton", **c, **dict(zip(keys, vals))}
                     if cfg not in out:
@@ -132,14 +166,9 @@ def load_profile(path: str | None = None) -> Profile:
     d = _read(p)
     try:
         shapes = tuple((int(n), int(k)) for n, k in d["shapes"])
-        buckets = tuple((b["m_max"], tuple(dict(zip(TRITON_KEYS, map(int, c))) for c in b["configs"]))
-                        for b in d["buckets"])
+        buckets = tuple((b["m_max"], tuple(triton_row(c, str(p)) for c in b["configs"])) for b in d["buckets"])
         amd = {k: tuple(int(v) for v in d["amd"][k]) for k in AMD_KEYS}
         prof = Profile(shapes, tuple(int(m) for m in d["m"]), tuple(d["backends"]), buckets, amd)
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{p}: malformed fp8_gemm profile ({type(e).__name__}: {e})") from None
-    for _, configs in prof.buckets:
-        for c in configs:
-            if len(c) != len(TRITON_KEYS):
-                raise UserError(f"{p}: a bucket config needs {len(TRITON_KEYS)} values ({', '.join(TRITON_KEYS)})")
     return prof

@@ -23,7 +23,7 @@ from occtune.engine.family import CheckResult, Family, Resources, key_of
 from occtune.targets import local_target
 
 from .backends import BACKENDS, availability, prepare, runner
-from .config import (TRITON_KEYS, amd_keys, baseline_config, fp8_dtype_name, is_amd, library_config,
+from .config import (TRITON_KEYS, amd_keys, baseline_config, config_problem, fp8_dtype_name, is_amd, library_config,
                      load_profile, triton_values, validate_config, workload)
 
 CHECK_ROWS = 256
@@ -124,7 +124,7 @@ class Fp8GemmFamily(Family):
 
         self.profile = load_profile(profile)
         if triton_configs:
-            cfgs = tuple({k: int(c[k]) for k in TRITON_KEYS} for c in triton_configs)
+            cfgs = tuple({"PIPE": 0, **{k: int(c[k]) for k in TRITON_KEYS if k in c}} for c in triton_configs)
             self.profile = dataclasses.replace(self.profile, buckets=((None, cfgs),))
         self.target = target or local_target() or "sm_90"
         vendor = "amd" if is_amd(self.target) else "nvidia"
@@ -167,8 +167,11 @@ class Fp8GemmFamily(Family):
             if triton_values(c) != triton_values(base):
                 return False, f"{c['backend']} ignores the Triton axes: timed once, with the baseline's values"
             return True, ""
-        if 128 % c["BLOCK_K"]:
-            return False, f"BLOCK_K={c['BLOCK_K']} must divide the 128-column scale group"
+        why = config_problem(c, self.target)
+        if why:
+            return False, why
+        if c["PIPE"] and workload["K"] % 16:
+            return False, f"PIPE={c['PIPE']} (TMA loads) needs K % 16 == 0 (16-byte row strides), K={workload['K']}"
         if c == base:
             return True, ""
         b = self.profile.bucket_of(workload["M"])
@@ -196,11 +199,12 @@ class Fp8GemmFamily(Family):
         driver and toolkit updates, it needs no JIT compile at server start and no per-shape tuned
         config to keep in sync, and it is what sglang now runs on every shape. Among Triton
         configs, less shared memory per block (fewer and smaller stages) is safer: it fits on more
-        targets and leaves room for more blocks."""
+        targets and leaves room for more blocks; pointer loads (PIPE 0) are safer than TMA
+        descriptors (PIPE 1, 2: sm_90+ only, a global scratch allocator, newer Triton features)."""
         if config.get("backend") != "triton":
             return 1.0
         smem = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]
-        return -smem / 2.0 ** 20
+        return -smem / 2.0 ** 20 - config.get("PIPE", 0)
 
     # --- build and resources -----------------------------------------------------------------
     def macros(self, config: dict) -> dict[str, int]:

@@ -36,6 +36,7 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
         sig[k], cx[k] = "constexpr", config[k]
     sig["EVEN_K"], cx["EVEN_K"] = "constexpr", K % config["BLOCK_K"] == 0
     sig["SCALE"], cx["SCALE"] = "constexpr", 128
+    sig["PIPE"], cx["PIPE"] = "constexpr", config.get("PIPE", 0)
     names = list(sig)
     aligned = ["a_ptr", "b_ptr", "c_ptr", "as_ptr", "bs_ptr"] + [
         k for k, v in ints.items() if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
@@ -52,7 +53,8 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
     from . import kernel
 
     sig, cx, attrs = signature(target, int(workload["M"]), int(workload["N"]), int(workload["K"]), config)
-    fn = compilable_module(kernel, "fp8_gemm_kernel").fp8_gemm_kernel
+    name = kernel.kernel_name(config)
+    fn = getattr(compilable_module(kernel, name), name)
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
     return triton_resources(fn, sig, cx, attrs, target=target, options=opts)

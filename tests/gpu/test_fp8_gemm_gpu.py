@@ -39,13 +39,17 @@ def fam():
 
 
 def _triton_configs(fam):
-    """The baseline and the first config of every M bucket."""
+    """The baseline, the first config of every M bucket and of every PIPE value (TMA, warp
+    specialisation: on NVIDIA sm_90+ only)."""
     out = [fam.baseline_config()]
     for b in range(len(fam.profile.buckets)):
         c = fam.profile.triton_configs(fam.target, b)[0]
         if c not in out:
             out.append(c)
-    return out
+    pipes = {}
+    for c in fam.profile.triton_configs(fam.target):
+        pipes.setdefault(c["PIPE"], c)
+    return out + [c for c in pipes.values() if c not in out]
 
 
 @pytest.mark.parametrize("n,k", SHAPES)
