@@ -269,22 +269,3 @@ def test_rtc_compiles_a_kernel_once_however_many_build_threads_ask(monkeypatch):
         got = list(pool.map(lambda i: rtc.compile_kernel("src", "k", {"A": i % 2}), range(8)))
     assert sorted(calls) == ["k", "k"]                      # two distinct kernels, each compiled once
     assert len({id(h) for h in got}) == 2
-
-
-def test_points_verified_ahead_are_not_verified_again_and_keep_their_verdicts():
-    """Runner.verify_ahead (the sweep calls it while helper processes compile other configs):
-    execute then times without running the checks again; wrong and device-error verdicts stay."""
-    from doubles import FakeTimer
-
-    from occtune.engine.workunit import Runner, WorkUnit
-
-    fam = FaultFamily(n=3, wrong=[1], device_error=[2])
-    runner = Runner(fam, "cpu", FakeTimer())
-    units = [WorkUnit("fault", {"v": v}, ({"N": 8}, {"N": 16})) for v in range(3)]
-    for u in units:
-        runner.verify_ahead(u)
-    runs_verified = fam.runs
-    recs = [r for u in units for r in runner.execute(u)]
-    assert [r["status"] for r in recs] == ["ok", "ok", "wrong", "wrong", "crashed", "crashed"]
-    assert "illegal memory access" in recs[-1]["reason"] and recs[-1].get("fatal")
-    assert fam.runs == runs_verified + 2       # the fake timer's one run per ok point, no verification again

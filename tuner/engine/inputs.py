@@ -80,10 +80,9 @@ class InputCache:
     @contextmanager
     def prefetching(self, workloads: list[dict]):
         """Make the adversarial sets of ``workloads`` on a background thread while the body runs
-        (nothing else may use this cache before ``report["thread"].join()``); stop short of half the
-        memory budget. Yields ``report``: ``seconds`` is the thread's time once the body is done."""
-        report = {"seconds": 0.0, "thread": threading.Thread()}   # "thread": join() waits for the sets
-        report["thread"].start()
+        (nothing else may use this cache meanwhile); stop short of half the memory budget. Yields
+        a dict whose ``seconds`` is the background thread's time once the body is done."""
+        report = {"seconds": 0.0}
         if not self.reusable or not workloads:
             yield report
             return
@@ -98,7 +97,7 @@ class InputCache:
                 except Exception:       # the sweep makes it again and reports the failure at its point
                     break
             report["seconds"] = time.perf_counter() - t0
-        thread = report["thread"] = threading.Thread(target=work, name="occtune-inputs", daemon=True)
+        thread = threading.Thread(target=work, name="occtune-inputs", daemon=True)
         thread.start()
         try:
             yield report

@@ -247,23 +247,13 @@ def _run_inprocess(units, family, device, timer, on_point, clock, ahead: bool = 
         plan = [(u.config, u.workloads) for u in units]
         with phase("compile"):       # every config ahead of timing, on the build threads
             with runner.inputs.prefetching(workloads) as made:      # meanwhile the inputs
-                if ahead:            # helper processes compile; each config is loaded and verified
-                    by_key = {key_of(u.config): u for u in units}           # here once it is done
-                    prebuild_in_processes(family, plan, device, on_ready=lambda item: _load_and_verify(
-                        runner, by_key[key_of(item[0])], made))
+                if ahead:            # helper processes compile; each config loads here once done
+                    prebuild_in_processes(family, plan, device, on_ready=lambda item: runner.builds.prebuild([item]))
                 runner.builds.prebuild(plan)
         clock.add({phases_mod.OVERLAPPED: made["seconds"]})
     for u in units:
         for rec in runner.execute(u):
             on_point(rec)
-
-
-def _load_and_verify(runner: Runner, unit: WorkUnit, made: dict) -> None:
-    """A config the helper processes compiled: load it from the disk cache, then verify its points
-    (the adversarial sets first come from the prefetch thread: wait for it, they are shared)."""
-    runner.builds.prebuild([(unit.config, unit.workloads)])
-    made["thread"].join()
-    runner.verify_ahead(unit)
 
 
 def _run_isolated(units, family, devices, timer, timeout_s, on_point, clock) -> None:

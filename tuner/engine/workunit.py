@@ -74,22 +74,6 @@ class Runner:
         self.family, self.device, self.timer = family, device, timer
         self.builds = BuildCache(family, device)
         self.inputs = InputCache(family, device)
-        self._verified: dict[tuple, tuple] = {}     # verify_ahead's answers, used once by execute
-
-    def verify_ahead(self, unit: WorkUnit) -> None:
-        """Verify ``unit``'s points now (e.g. while other configs still compile in helper
-        processes: verification is not timing, a busy CPU cannot skew it); ``execute`` then uses
-        these answers instead of verifying again."""
-        built = self.builds.get(unit.config)
-        if isinstance(built, BuildFailure):
-            return
-        for w in unit.workloads:
-            seed = workload_seed(unit.seed, w)
-            try:
-                answer = ("done", verify(self, built, w, seed))
-            except Exception as e:      # raised again at its point, as if verified there
-                answer = ("raised", e)
-            self._verified[(key_of(unit.config), key_of(w), seed)] = answer
 
     def execute(self, unit: WorkUnit) -> Iterator[dict]:
         """Yield one point per workload of ``unit`` (build once, then verify and time each); each
@@ -118,10 +102,7 @@ class Runner:
         cfg = unit.config
         seed = workload_seed(unit.seed, workload)
         try:
-            how, answer = self._verified.pop((key_of(cfg), key_of(workload), seed), (None, None))
-            if how == "raised":
-                raise answer
-            ok, reason, diag = answer if how == "done" else verify(self, built, workload, seed)
+            ok, reason, diag = verify(self, built, workload, seed)
             if not ok:
                 return point(cfg, workload, "wrong", reason, diagnostics=diag)
             timing = self._time(built, cfg, workload, seed)
