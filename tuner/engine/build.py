@@ -21,7 +21,6 @@ is done, while the helpers compile the rest.
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing as mp
 import os
 import threading
@@ -98,10 +97,7 @@ class BuildCache:
         workloads (see the module docstring)."""
         workers = workers or min(32, os.cpu_count() or 1)
         configs = [c for c, _ in plan]
-        # workload-major across configs: a warm that waits for a kernel another thread is building
-        # holds a thread, so config-major order would leave the later configs' builds queued
-        pairs = [cw for group in itertools.zip_longest(*[[(c, w) for w in ws] for c, ws in plan])
-                 for cw in group if cw is not None]
+        pairs = [(c, w) for c, ws in plan for w in ws]
         if workers <= 1 or len(configs) + len(pairs) <= 1:
             for c in configs:
                 self.resources(c)
@@ -110,10 +106,8 @@ class BuildCache:
             return
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="occtune-build") as pool:
             list(pool.map(self.get, configs))
-        tasks = [*(lambda c=c: self.resources(c) for c in configs), *(lambda cw=cw: self._warm(*cw) for cw in pairs)]
-        # warms mostly wait (on NVRTC, outside the GIL, or on another thread's build): more threads
-        with ThreadPoolExecutor(max_workers=max(workers, min(64, len(tasks))), thread_name_prefix="occtune-build") as pool:
-            list(pool.map(lambda task: task(), tasks))
+            list(pool.map(lambda task: task(), [*(lambda c=c: self.resources(c) for c in configs),
+                                                *(lambda cw=cw: self._warm(*cw) for cw in pairs)]))
 
     def resources(self, config: dict) -> dict | None:
         """``family.built_resources`` of the built config as a dict (None if unknown), asked once; a
