@@ -74,3 +74,15 @@ def test_fresh_and_json_runs(tmp_path):
     # and no replay at all with OCCTUNE_NO_REPLAY=1: the selection runs again, from the cache
     plain = _tune(SWEEP + ["--json"], tmp_path, OCCTUNE_NO_REPLAY="1")
     assert "replay:" not in plain.stderr and json.loads(plain.stdout)["sweep"]["measured"] == 0
+
+
+def test_only_the_newest_records_are_kept(tmp_path, monkeypatch):
+    from occtune import replay
+
+    for i in range(5):
+        p = tmp_path / f"{i}.json"
+        p.write_text("{}")
+        os.utime(p, (1000 + i, 1000 + i))
+    monkeypatch.setattr(replay, "KEEP_RECORDS", 3)
+    replay._prune(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["2.json", "3.json", "4.json"]

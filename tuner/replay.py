@@ -18,7 +18,7 @@ starting the GPU and walking the sweep (seconds). So:
 - Otherwise the command runs, its stdout is teed, every file it writes through
   :func:`occtune.fsutil.atomic_write_text` is noted; a timed run that opts in (:func:`allow`, from
   ``run_timed``, with a point cache) and succeeds is recorded under
-  ``<cache dir>/replay/<key>.json``.
+  ``<cache dir>/replay/<key>.json`` (the newest :data:`KEEP_RECORDS` are kept).
 
 ``--fresh`` is never replayed; its run is recorded for the same command line without it (which
 would select from the very points it measured). ``OCCTUNE_NO_REPLAY=1`` turns replays off.
@@ -132,8 +132,18 @@ def finish(exit_code: int) -> None:
 
     try:
         atomic_write_text(_record_path(st.key), json.dumps(rec))
+        _prune(_record_path(st.key).parent)
     except Exception:       # a read-only cache folder: no replay next time, nothing else lost
         pass
+
+
+KEEP_RECORDS = 200          # the most recent records kept (each holds the files its run wrote)
+
+
+def _prune(folder: Path) -> None:
+    records = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in records[KEEP_RECORDS:]:
+        old.unlink(missing_ok=True)
 
 
 def _replay(rec: dict) -> None:
