@@ -86,3 +86,13 @@ def test_only_the_newest_records_are_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(replay, "KEEP_RECORDS", 3)
     replay._prune(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["2.json", "3.json", "4.json"]
+
+
+def test_a_failing_device_probe_means_no_replay_not_an_error(monkeypatch):
+    from occtune import replay
+
+    def broken():
+        raise AttributeError("function 'nvmlDeviceGetCount_v2' not found")
+    monkeypatch.setattr(replay, "devices", broken)
+    assert replay.begin(["sweep", "toyvec", "--device", "cpu"]) is False
+    assert replay._STATE is None            # nothing teed or recorded

@@ -83,7 +83,10 @@ def begin(argv: list[str]) -> bool:
     if os.environ.get("OCCTUNE_NO_REPLAY") or any(a in ("-h", "--help") for a in argv):
         return False
     fresh = "--fresh" in argv            # measures again; the same command without it may replay that
-    key = run_key([a for a in argv if a != "--fresh"])
+    try:
+        key = run_key([a for a in argv if a != "--fresh"])
+    except Exception:       # e.g. an NVML without a symbol we call: no replay, the command runs as always
+        key = None
     if key is None:
         return False
     rec = None if fresh else _load(key)
