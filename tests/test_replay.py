@@ -96,3 +96,15 @@ def test_a_failing_device_probe_means_no_replay_not_an_error(monkeypatch):
     monkeypatch.setattr(replay, "devices", broken)
     assert replay.begin(["sweep", "toyvec", "--device", "cpu"]) is False
     assert replay._STATE is None            # nothing teed or recorded
+
+
+def test_a_changed_file_named_on_the_command_line_changes_the_key(tmp_path):
+    from occtune import replay
+
+    scores = tmp_path / "scores.npy"
+    scores.write_bytes(b"x" * 10)
+    argv = ["topk", "--target", "sm_90", "--scores", str(scores), f"--profile={scores}"]
+    before = replay.run_key(argv)
+    assert before == replay.run_key(argv)
+    _touch_later(scores)
+    assert replay.run_key(argv) != before

@@ -5,8 +5,8 @@ from the point cache, the same selection, the same files. Yet a normal rerun pay
 starting the GPU and walking the sweep (seconds). So:
 
 - ``occtune.cli.main`` calls :func:`begin` with the command line before importing any command: it
-  computes the run's **key** from the arguments, the working directory, the environment variables
-  occtune, Triton, CUDA and ROCm read, occtune's code (every file of its packages and of
+  computes the run's **key** from the arguments (and the size and mtime of every file they name),
+  the working directory, the environment variables occtune, Triton, CUDA and ROCm read, occtune's code (every file of its packages and of
   ``$OCCTUNE_FAMILY_PATH``: name, size, mtime; the ``occtune.families`` entry points' versions), the
   GPUs and driver as NVML or sysfs report them, and the torch / triton / python versions (package
   metadata: nothing is imported). Where a GPU is present that neither NVML nor sysfs identifies,
@@ -176,11 +176,22 @@ def run_key(argv: list[str]) -> str | None:
     dev = devices()
     if dev is None:
         return None
-    parts = {"argv": list(argv), "cwd": os.getcwd(),
+    parts = {"argv": list(argv), "cwd": os.getcwd(), "files": named_files(argv),
              "env": {k: v for k, v in sorted(os.environ.items())
                      if k.startswith(_ENV_PREFIXES) and k not in _ENV_IGNORED},
              "code": code_state(), "devices": dev, "versions": versions()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def named_files(argv: list[str]) -> dict:
+    """Size and mtime of every existing file the arguments name (``--scores FILE``, ``--profile=FILE``):
+    the command reads them, so a changed file is a changed run."""
+    out = {}
+    for arg in argv:
+        for cand in (arg, arg.split("=", 1)[-1]):
+            if cand and os.path.isfile(cand):
+                out[os.path.abspath(cand)] = _stat(cand)
+    return out
 
 
 def code_state() -> str:
