@@ -6,10 +6,10 @@ starting the GPU and walking the sweep (seconds). So:
 
 - ``occtune.cli.main`` calls :func:`begin` with the command line before importing any command: it
   computes the run's **key** from the arguments (and the size and mtime of every file they name),
-  the working directory, the environment variables occtune, Triton, CUDA and ROCm read, occtune's code (every file of its packages and of
-  ``$OCCTUNE_FAMILY_PATH``: name, size, mtime; the ``occtune.families`` entry points' versions), the
-  GPUs and driver as NVML or sysfs report them, and the torch / triton / python versions (package
-  metadata: nothing is imported). Where a GPU is present that neither NVML nor sysfs identifies,
+  the working directory, the environment variables occtune, Triton, CUDA and ROCm read, occtune's
+  code (every file of its packages and of ``$OCCTUNE_FAMILY_PATH``: name, size, mtime; the
+  ``occtune.families`` entry points' versions), the GPUs and driver as NVML or sysfs report them,
+  and the torch / triton / python versions (package metadata: nothing is imported). Where a GPU is present that neither NVML nor sysfs identifies,
   there is no key and no replay.
 - With a record for the key whose input files (the point caches the run read, noted by
   :func:`note_input`) still have the size and mtime they had, it writes the recorded files again
