@@ -155,6 +155,15 @@ def device_target(torch, device=None) -> str:
     return f"sm_{props.major}{props.minor}"
 
 
+def hopper_or_later(arch) -> bool:
+    """True for NVIDIA architectures sm_90 and later ('90', 'sm_90', 'sm_90a', 'sm_100f', ...): what
+    thread-block clusters and TMA descriptors need; False for gfx* and older NVIDIA."""
+    a = str(arch or "").lower()
+    digits = a[3:] if a.startswith("sm_") else a
+    digits = digits.rstrip("af")                  # sm_90a, sm_100f
+    return digits.isdigit() and int(digits) >= 90
+
+
 def local_target() -> str | None:
     """The local GPU's target name (e.g. "sm_90"), or None without a GPU of a known target."""
     return detect()["target"]

@@ -86,16 +86,16 @@ def config_problem(config: dict, target: str) -> str:
     one 128-column scale group; TMA loads (PIPE 1-3) exist on NVIDIA sm_90 and later only."""
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
-    if config.get("PIPE", 0) in PIPES_NVIDIA_ONLY and not _tma_target(target):
+    if not pipe_runs_on(config, target):
         return f"PIPE={config['PIPE']} (TMA descriptor loads) needs an NVIDIA sm_90+ target, not {target}"
     return ""
 
 
-def _tma_target(target: str) -> bool:
-    import re
+def pipe_runs_on(config: dict, target: str) -> bool:
+    """Whether the config's PIPE exists on ``target`` (TMA loads: NVIDIA sm_90 and later only)."""
+    from occtune.targets import hopper_or_later
 
-    m = re.fullmatch(r"sm_(\d+)a?", target)
-    return bool(m) and int(m.group(1)) >= 90
+    return config.get("PIPE", 0) not in PIPES_NVIDIA_ONLY or hopper_or_later(target)
 
 
 def triton_row(values, where: str) -> dict:
@@ -137,7 +137,7 @@ class Profile:
         keys = amd_keys(target)
         for _, configs in picked:
             for c in configs:
-                if c["PIPE"] in PIPES_NVIDIA_ONLY and not _tma_target(target):
+                if not pipe_runs_on(c, target):
                     continue
                 for vals in itertools.product(*(self.amd[k] for k in keys)):
                     cfg = {"backend": "triton", **c, **dict(zip(keys, vals))}

@@ -23,6 +23,7 @@ from typing import Any
 from occtune import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
+from occtune.targets import hopper_or_later
 from occtune.tuned import tuned_config
 from occtune.validate import SIZE, Rule
 
@@ -118,14 +119,6 @@ def cluster_fits(L: int, k: int, lds_budget: int, S: int) -> bool:
     return 1.5 * per_block <= candidate_entries(lds_budget)
 
 
-def cluster_capable(arch) -> bool:
-    """True for CUDA architectures with thread-block clusters: '90', 'sm_90', '100' ... (not gfx*)."""
-    a = str(arch or "").lower()
-    digits = a[3:] if a.startswith("sm_") else a
-    digits = digits.rstrip("af")                  # sm_90a, sm_100f
-    return digits.isdigit() and int(digits) >= 90
-
-
 _BUILT: dict = {}             # (budget, threads, bits, device) -> kernel: a repeat costs a lookup
 
 
@@ -209,7 +202,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
         return 0
     if cluster and split is not None and int(split) < 2:
         raise UserError(f"cluster=True needs split >= 2 (or split unset), got split={split}")
-    if not cluster_capable(getattr(handle, "arch", None)):
+    if not hopper_or_later(getattr(handle, "arch", None)):   # thread-block clusters
         if cluster:
             raise UserError(f"cluster=True needs a CUDA device of sm_90 or later (thread-block "
                             f"clusters); this one is {handle.arch}: leave cluster unset")
