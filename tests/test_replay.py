@@ -108,3 +108,14 @@ def test_a_changed_file_named_on_the_command_line_changes_the_key(tmp_path):
     assert before == replay.run_key(argv)
     _touch_later(scores)
     assert replay.run_key(argv) != before
+
+
+def test_verbs_that_never_time_skip_the_replay_key(monkeypatch):
+    from occtune import cli, replay
+
+    asked = []
+    monkeypatch.setattr(replay, "begin", lambda argv: asked.append(argv) or False)
+    assert cli._replayed(["occupancy", "--target", "gfx950"]) is None
+    assert cli._replayed(["--json", "export", "x.yaml"]) is None
+    assert asked == []
+    assert cli._replayed(["topk", "--target", "sm_90"]) is None and asked == [["topk", "--target", "sm_90"]]

@@ -85,8 +85,14 @@ def main(argv=None) -> None:
     sys.exit(code)
 
 
+# the built-in verbs but `sweep` never run a timed sweep: no replay key to compute on their start-up
+NEVER_TIMED = tuple(verb for verb in COMMANDS if verb != "sweep")
+
+
 def _replayed(argv: list[str]) -> int | None:
     """The exit code of a replay of this unchanged command (:mod:`occtune.replay`), else None."""
+    if next((a for a in argv if not a.startswith("-")), None) in NEVER_TIMED:
+        return None
     try:
         return 0 if replay.begin(argv) else None
     except UserError as e:          # e.g. a recorded file can no longer be written

@@ -245,18 +245,21 @@ def versions() -> dict:
 
 
 def devices() -> list | None:
-    """Every GPU as NVML or the amdgpu driver's sysfs reports it (name, arch, driver), [] where
-    there is none; None where one may be present that neither identifies (then no replays)."""
-    nv = _nvml_devices()
-    if nv is not None:
-        return nv
-    amd = _amd_devices()
-    if amd is not None:
-        return amd
-    return [] if not (Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists()) else None
+    """The driver's version and every GPU as NVML (name, arch, UUID) or the amdgpu driver's sysfs
+    (node properties) reports it; [] without a GPU driver; None where a driver is present but
+    neither identifies its GPUs (then no replays)."""
+    from occtune.engine.env import driver_version
+    from occtune.targets import driver_present
+
+    gpus = _nvml_gpus()
+    if gpus is None:
+        gpus = _amd_nodes()
+    if gpus is None:
+        return None if driver_present() else []
+    return [driver_version(), *gpus]
 
 
-def _nvml_devices() -> list | None:
+def _nvml_gpus() -> list | None:
     import ctypes
 
     try:
@@ -268,9 +271,8 @@ def _nvml_devices() -> list | None:
     out = []
     try:
         buf, n = ctypes.create_string_buffer(96), ctypes.c_uint(0)
-        if nvml.nvmlSystemGetDriverVersion(buf, 96) != 0 or nvml.nvmlDeviceGetCount_v2(ctypes.byref(n)) != 0:
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(n)) != 0:
             return None
-        out.append(buf.value.decode())
         for i in range(n.value):
             h, major, minor = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
             if (nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)) != 0
@@ -285,21 +287,14 @@ def _nvml_devices() -> list | None:
     return out
 
 
-def _amd_devices() -> list | None:
+def _amd_nodes() -> list | None:
     nodes = Path("/sys/class/kfd/kfd/topology/nodes")
     if not nodes.is_dir():
         return None
-    out = []
     try:
-        out.append(Path("/sys/module/amdgpu/version").read_text().strip())
+        return [(node / "properties").read_text() for node in sorted(nodes.iterdir())]
     except OSError:
-        out.append(None)
-    for node in sorted(nodes.iterdir()):
-        try:
-            out.append((node / "properties").read_text())
-        except OSError:
-            return None
-    return out
+        return None
 
 
 # ---- records -------------------------------------------------------------------------------------
