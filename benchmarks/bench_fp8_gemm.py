@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     prof = load_profile()
     workloads = prof.workloads(parse_shapes(args.shapes), parse_int_list(args.m, "--m") if args.m else None)
     fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(args.backends, target.vendor),
-                        triton_configs=parse_triton(args.triton))
+                        triton_configs=parse_triton(args.triton, target.name))
     avail = {b: availability(b, args.device, fam.fp8) for b in fam.backends if b != "triton"}
     for b, a in avail.items():
         log(f"backend {b}: {'available ' + str({k: v for k, v in a.detail.items() if k != 'tried'}) if a.ok else a.reason}")

@@ -357,3 +357,12 @@ def test_tune_sweep_pipeline_uses_the_family_space(tmp_path, capsys):
     assert len(res.rows) == 2
     assert {s["config"]["backend"] for s in res.skipped} >= {"aiter", "torch_scaled_mm"}
     assert (tmp_path / "gfx950" / "fp8_gemm.yaml").is_file()
+
+
+def test_an_explicit_triton_config_the_target_lacks_is_an_error_not_dropped():
+    from occtune.errors import UserError
+    from occtune.kernels.fp8_gemm.cli import parse_triton
+
+    assert parse_triton("64,128,128,8,4,4,2", "sm_90")[0]["PIPE"] == 2
+    with pytest.raises(UserError, match="PIPE=2 .*not gfx950"):
+        parse_triton("64,128,128,8,4,4,2", "gfx950")

@@ -34,15 +34,19 @@ def parse_shapes(text: str | None) -> list[tuple[int, int]] | None:
     return out
 
 
-def parse_triton(text: str | None) -> list[dict] | None:
-    from .config import triton_row, validate_config
+def parse_triton(text: str | None, target: str) -> list[dict] | None:
+    """--triton's configs, each checked against ``target`` (a PIPE it lacks is an error, not dropped)."""
+    from .config import config_problem, triton_row, validate_config
 
     if not text:
         return None
     out = []
     for part in (p.strip() for p in text.split(";") if p.strip()):
         cfg = triton_row(parse_int_list(part, "--triton"), f"--triton {part!r}")
-        validate_config({"backend": "triton", **cfg}, "sm_90")
+        validate_config({"backend": "triton", **cfg}, "sm_90")      # names and values (AMD options come later)
+        why = config_problem(cfg, target)
+        if why:
+            raise UserError(f"--triton {part!r}: {why}")
         out.append(cfg)
     return out
 
@@ -92,7 +96,7 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, e
                         "analytic table of cross-compiled resources and occupancy")
     target = load_target(name)
     fam = Fp8GemmFamily(workloads, target=name, backends=parse_backends(backends, target.vendor),
-                        triton_configs=parse_triton(triton_text))
+                        triton_configs=parse_triton(triton_text, name))
     if analytic or name != local:
         if export_dir:
             raise UserError("--export needs timed results: run tune fp8-gemm on a GPU of the target")
