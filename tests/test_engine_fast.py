@@ -96,13 +96,14 @@ def test_helper_processes_build_every_config_ahead(tmp_path):
 
 
 def test_phases_in_process_add_up_and_reach_the_results_and_the_profile_lines():
+    from occtune.engine.phases import wall_covered
     from occtune.engine.results import build_document
 
     fam = EventFamily(n=3)
     res = run_sweep(fam, timer=FakeTimer(), progress=False)
     for p in ("load", "compile", "inputs", "reference", "verify", "timing", "cache"):
         assert res.phases.get(p, 0) > 0, p
-    assert sum(res.phases.values()) <= res.wall_s * 1.01
+    assert wall_covered(res.phases) <= res.wall_s * 1.01     # inputs_overlapped ran beside the compile
     doc = build_document(res, select(res, fam), "cpu", {})
     prof = doc["sweep"]["profile"]
     assert list(prof["phases_s"])[:len(PHASES)] == list(PHASES) and "other" in prof["phases_s"]

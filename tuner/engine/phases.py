@@ -79,13 +79,18 @@ def phase(name: str):
         clock.leave()
 
 
+def wall_covered(seconds: dict) -> float:
+    """The wall time the phases account for: their sum, less the overlapped input work."""
+    return sum(v for k, v in seconds.items() if k != OVERLAPPED)
+
+
 def summary(seconds: dict, wall_s: float, n_points: int) -> dict:
     """{phase: seconds} in :data:`PHASES` order plus ``other`` (wall time no phase covers) and
     ``per_point_ms`` (all measured time over the points measured)."""
     out = {p: round(seconds.get(p, 0.0), 3) for p in PHASES}
     for k in sorted(set(seconds) - set(PHASES)):
         out[k] = round(seconds[k], 3)
-    covered = sum(v for k, v in seconds.items() if k != OVERLAPPED)
+    covered = wall_covered(seconds)
     out["other"] = round(max(0.0, wall_s - covered), 3)
     return {"phases_s": out, "wall_s": round(wall_s, 3), "points": n_points,
             "per_point_ms": round(1e3 * wall_s / n_points, 2) if n_points else None,
