@@ -76,6 +76,35 @@ def test_every_config_is_built_and_warmed_on_build_threads_before_anything_runs(
     assert res.counts() == {"ok": 8, "built_failed": 2}
 
 
+class WaitingFamily(EventFamily):
+    """Config 0's build finishes only once config 1 is warming; every warm then waits until all
+    of them are running at once (as warms waiting on one another's NVRTC compiles do)."""
+
+    def __init__(self, n_warms, **kw):
+        super().__init__(**kw)
+        self.one_warming, self.all_warming = threading.Event(), threading.Barrier(n_warms, timeout=20)
+
+    def build(self, config, device):
+        if config["v"] == 0:
+            assert self.one_warming.wait(20), "config 1's warms waited for config 0's build"
+        return super().build(config, device)
+
+    def warm(self, built, workload, device):
+        self.one_warming.set()
+        self.all_warming.wait()      # BrokenBarrierError: a warm was left in the queue behind the others
+        super().warm(built, workload, device)
+
+
+def test_warms_start_with_their_own_build_and_none_waits_in_a_queue():
+    from occtune.engine.build import BuildCache
+
+    n_warm = 40                   # more than the cores of any runner
+    fam = WaitingFamily(n_warm + 1, n=2)
+    plan = [({"v": 0}, [{"N": 0}]), ({"v": 1}, [{"N": n} for n in range(1, n_warm + 1)])]
+    BuildCache(fam, "cpu").prebuild(plan)
+    assert sorted(e[2] for e in fam.events if e[0] == "warm") == list(range(n_warm + 1))
+
+
 def test_helper_processes_build_every_config_ahead(tmp_path):
     from occtune.engine.build import prebuild_in_processes
 

@@ -132,3 +132,28 @@ def test_resources_from_the_compiled_kernel(target, key):
 def test_unknown_target_is_a_user_error():
     with pytest.raises(UserError):
         compiled_resources({"variant": "flat", "BLOCK_M": 8, "num_warps": 1}, "h200")
+
+
+def test_tokens_not_specialised_so_one_compile_serves_every_T():
+    """T=1 (decode) and T=64..32768 give the launcher one specialisation (the sweep compiled each
+    config twice before); the other ints keep theirs (H=1, a 2D input, is still folded to a constant)."""
+    from occtune.kernels.rope.resources import _signature
+
+    cfg = {"variant": "flat", "BLOCK_M": 16, "num_warps": 4}
+    one, many = _signature({"T": 1}, cfg), _signature({"T": 64}, cfg)
+    assert one == many and one[0]["T"] == "i32"
+    assert _signature({"T": 64, "H": 1}, cfg)[1].get("H") == 1
+
+
+def test_adversarial_odd_set_runs_the_binary_being_timed():
+    """The odd set (rope_dim not a power of two, odd T, shuffled positions) launches the very
+    specialisation of the workload it guards: verification covers the timed binary, no extra compile."""
+    from occtune.kernels.rope.family import RopeFamily, odd_rope_dim
+    from occtune.kernels.rope.resources import _signature
+
+    cfg = {"variant": "batched", "BLOCK_M": 32, "num_warps": 2}
+    for D in (64, 128):
+        main, odd, one = (w for w, _ in RopeFamily()._shapes(deepseek_workload(8192, D=D)))
+        assert odd["D"] & (odd["D"] - 1) and odd["D"] < D and odd["T"] % 2
+        assert _signature(odd, cfg) == _signature(main, cfg) == _signature(one, cfg)
+    assert odd_rope_dim(32) == 30      # no such D below 32: its own specialisation

@@ -26,6 +26,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# T (tokens) is not specialised (equal to 1 / divisible by 16): it only bounds the row mask, and
+# specialising it compiled every config twice for the sweep's workloads (T=1 and T=64..32768).
+NOT_SPECIALISED = ("T",)
+
 
 @triton.jit
 def _rotate(xr, xi, c, s, INVERSE: tl.constexpr):
@@ -44,7 +48,7 @@ def _row_of(pos_ptr, t, HAS_POS: tl.constexpr):
         return t.to(tl.int64)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def rope_token_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
                       sx_t, sx_h, so_t, so_h, sf,
                       HAS_POS: tl.constexpr, INVERSE: tl.constexpr,
@@ -66,7 +70,7 @@ def rope_token_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
     tl.store(op + 2 * i + 1, im.to(ty), mask=m)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def rope_batched_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
                         sx_t, sx_h, so_t, so_h, sf,
                         HAS_POS: tl.constexpr, INVERSE: tl.constexpr,
@@ -99,7 +103,7 @@ def _rotate_tile(xt, ft, INVERSE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: 
     return tl.reshape(tl.join(re, im), (BLOCK_M, BLOCK_D))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def rope_tile_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
                      sx_t, sx_h, so_t, so_h, sf,
                      HAS_POS: tl.constexpr, INVERSE: tl.constexpr,
@@ -117,7 +121,7 @@ def rope_tile_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
     tl.store(op, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def rope_flat_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
                      sx_t, sx_h, so_t, so_h, sf,
                      HAS_POS: tl.constexpr, INVERSE: tl.constexpr,
@@ -136,7 +140,7 @@ def rope_flat_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
     tl.store(op, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NOT_SPECIALISED)
 def rope_heads_kernel(x_ptr, out_ptr, f_ptr, pos_ptr, T, H, D,
                       sx_t, sx_h, so_t, so_h, sf,
                       HAS_POS: tl.constexpr, INVERSE: tl.constexpr,

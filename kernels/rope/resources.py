@@ -3,7 +3,7 @@
 Triton cross-compiles from the AST for a named target (:func:`occtune.compiled.triton_resources`,
 through :mod:`occtune.tritonxc`).
 We hand it the same specialisation its launcher would make for the workload (16-byte aligned
-pointers, ints divisible by 16 marked so, ints equal to 1 folded to constants), because that
+pointers, ints divisible by 16 marked so, ints equal to 1 folded to constants; T neither), because that
 decides vectorisation and hence the register count.
 """
 
@@ -14,6 +14,7 @@ from occtune.tritonxc import compilable_module
 from occtune.engine.family import Resources
 
 from .config import validate_config
+from .kernels import NOT_SPECIALISED
 
 # DeepSeek-V4's output rope: bf16 [8192, 128, 64] slice of a [8192, 128, 512] tensor, inverse.
 DEFAULT_WORKLOAD = {"T": 8192, "H": 128, "D": 64, "head_dim": 512, "dtype": "bf16",
@@ -31,7 +32,7 @@ def _signature(workload: dict, config: dict):
     sig = {"x_ptr": xt, "out_ptr": xt, "f_ptr": "*fp32", "pos_ptr": "*i64" if w["positions"] else "*fp32"}
     cx = {}
     for k, v in ints.items():
-        if v == 1:
+        if v == 1 and k not in NOT_SPECIALISED:
             sig[k], cx[k] = "constexpr", 1
         else:
             sig[k] = "i32" if v < 2**31 else "i64"
@@ -40,7 +41,8 @@ def _signature(workload: dict, config: dict):
                  ("BLOCK_M", config["BLOCK_M"]), ("BLOCK_D", block_d)):
         sig[k], cx[k] = "constexpr", v
     names = list(sig)
-    aligned = ["x_ptr", "out_ptr", "f_ptr", "pos_ptr"] + [k for k, v in ints.items() if v != 1 and v % 16 == 0]
+    aligned = ["x_ptr", "out_ptr", "f_ptr", "pos_ptr"] + [k for k, v in ints.items()
+                                                         if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
     return sig, cx, attrs
 

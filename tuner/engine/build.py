@@ -4,9 +4,9 @@ Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.rtc`` with ``
 binding Triton constexpr meta-parameters) is called at most once per key per process. A build
 that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
 
-:meth:`BuildCache.prebuild` compiles every config ahead of timing on a thread pool, then asks each for
+:meth:`BuildCache.prebuild` compiles every config ahead of timing on a thread pool, asks each for
 its resources (``family.built_resources``) and calls ``family.warm(built, workload, device)`` for
-every (config, workload) pair on the same pool:
+every (config, workload) pair on the same pool, each pair as soon as its own config is built:
 what a run would otherwise compile on first use (Triton's shape specialisations, top-k's derived
 split and cluster kernels). NVRTC and hiprtc are called through ctypes, which releases the GIL,
 and Triton hands the last stage to ``ptxas`` in a subprocess, so the builds overlap. A ``warm``
@@ -26,6 +26,7 @@ import os
 import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from occtune.engine.family import Family, key_of
@@ -95,19 +96,26 @@ class BuildCache:
     def prebuild(self, plan: list[tuple[dict, tuple]], workers: int | None = None) -> None:
         """Build every config of ``plan`` (``[(config, workloads), ...]``) and warm it for its
         workloads (see the module docstring)."""
-        workers = workers or min(32, os.cpu_count() or 1)
         configs = [c for c, _ in plan]
-        pairs = [(c, w) for c, ws in plan for w in ws]
-        if workers <= 1 or len(configs) + len(pairs) <= 1:
-            for c in configs:
-                self.resources(c)
-            for c, w in pairs:
-                self._warm(c, w)
+        tasks = [*(partial(self.resources, c) for c in configs),
+                 *(partial(self._warm, c, w) for c, ws in plan for w in ws)]
+        workers = workers or self._threads(len(tasks))
+        if workers <= 1 or len(tasks) <= 1:
+            for task in tasks:
+                task()
             return
+        # one pool, builds queued first: a warm waits for its own config's build, not for all of them
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="occtune-build") as pool:
-            list(pool.map(self.get, configs))
-            list(pool.map(lambda task: task(), [*(lambda c=c: self.resources(c) for c in configs),
-                                                *(lambda cw=cw: self._warm(*cw) for cw in pairs)]))
+            for done in [pool.submit(task) for task in tasks]:
+                done.result()
+
+    def _threads(self, n_tasks: int) -> int:
+        """Build threads: with a compiler that holds the GIL (``compile_processes``), about one per
+        core; else (NVRTC/hiprtc through ctypes) one per task up to 64, because most warms only
+        wait for a kernel another thread compiles, and a warm stuck in the queue behind them would
+        start its own compile only when the others finish (a second wave of compiles)."""
+        cores = min(32, os.cpu_count() or 1)
+        return cores if getattr(self.family, "compile_processes", False) else max(cores, min(64, n_tasks))
 
     def resources(self, config: dict) -> dict | None:
         """``family.built_resources`` of the built config as a dict (None if unknown), asked once; a
@@ -146,6 +154,7 @@ def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device
     if n < 2:
         return 0
     ref, kwargs = family_ref(family), dict(getattr(family, "init_kwargs", {}) or {})
+    _log(f"{n} helpers for {len(plan)} configs")
     pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
     try:
         tasks = {pool.submit(_prebuild_share, (ref, kwargs, [item], str(device))): item for item in plan}
@@ -163,8 +172,20 @@ def _prebuild_share(args) -> None:
     from occtune.engine.workunit import load_family
 
     ref, kwargs, share, device = args
+    _log("helper started")
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.set_device(torch.device(device) if torch.device(device).index is not None else 0)
+        _log("helper has torch and the device")
     BuildCache(load_family(ref, kwargs), device).prebuild(share, workers=2)
+    _log(f"helper built {[key_of(c) for c, _ in share]}")
+
+
+def _log(what: str) -> None:
+    """``OCCTUNE_LOG_COMPILES=1``: where a helper's time goes (see :mod:`occtune.rtc`)."""
+    if os.environ.get("OCCTUNE_LOG_COMPILES"):
+        import sys
+        import time
+
+        print(f"prebuild: {what} (pid {os.getpid()}, t={time.time():.2f})", file=sys.stderr, flush=True)
