@@ -723,6 +723,34 @@ def test_a_shape_s_first_call_builds_the_cluster_sizes_it_may_try_side_by_side(m
     assert done == []
 
 
+def test_warm_plans_the_workloads_rows_and_its_adversarial_rows_side_by_side(monkeypatch):
+    """(64, 128K) warms the plans of 64 rows and of 8 (the adversarial sets) at once: each may wait
+    seconds for a cluster compile, and in sequence the second compile started only after the first
+    (the H200 sweep's last compile, 7 s on the critical path)."""
+    import threading
+    import types
+
+    import torch
+
+    from occtune.kernels.topk.family import TopkFamily
+
+    both, planned = threading.Barrier(2, timeout=20), []
+
+    def fake_plan(handle, B, *args):
+        both.wait()                    # BrokenBarrierError: the plans ran one after the other
+        planned.append(B)
+        return 4
+    monkeypatch.setattr(tk, "_cluster_plan", fake_plan)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
+    TopkFamily().warm(main, {"B": 64, "L": 131072, "K": 2048}, "cuda")
+    assert sorted(planned) == [8, 64]
+
+
 @pytest.mark.parametrize("B,built_sizes", [(1, [8]), (64, [2, 3, 4])])
 def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fit(monkeypatch, B, built_sizes):
     """One row per cluster of 8 on 132 SMs fits for sure: build S=8 alone; 64 rows in clusters of 4

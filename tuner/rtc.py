@@ -159,12 +159,17 @@ def _compile(torch, fn, source, name, defines, device, arch, options, dynamic_sm
                             f"on this device ({e}); choose a smaller budget") from None
     handle = RtcKernel(kern, name, arch, dict(defines or {}), options,
                        time.perf_counter() - t0, int(dynamic_smem))
-    if os.environ.get("OCCTUNE_LOG_COMPILES"):      # where a sweep's compile time goes, kernel by kernel
-        print(f"rtc: {name} {' '.join(o for o in options if o.startswith('-D'))} {handle.compile_s:.2f} s "
-              f"(thread {threading.current_thread().name}, t={time.time():.2f})", file=sys.stderr, flush=True)
+    log_compile(f"rtc: {name} {' '.join(o for o in options if o.startswith('-D'))} {handle.compile_s:.2f} s "
+                f"(thread {threading.current_thread().name})")
     handle.info = kernel_attributes(handle)
     handle.launcher, handle.fn = driver_function(kern)
     return handle
+
+
+def log_compile(what: str) -> None:
+    """``OCCTUNE_LOG_COMPILES=1``: one line on stderr, stamped, of where a sweep's compile time goes."""
+    if os.environ.get("OCCTUNE_LOG_COMPILES"):
+        print(f"{what} (pid {os.getpid()}, t={time.time():.2f})", file=sys.stderr, flush=True)
 
 
 def _binary_dir():

@@ -239,6 +239,8 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
         if key not in ch.info:
             ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, smem)
         most = ch.info[key]
+        rtc.log_compile(f"topk plan: B={B} L={L} {smem} B: cluster {S} {'kept' if most is None or B <= most else 'refused'}"
+                        f" (at most {most} resident)")
         if most is None or B <= most:
             return S
         S -= 1

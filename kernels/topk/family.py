@@ -9,6 +9,7 @@ kernel, ``topk_transform_kernel``, the one every row runs through.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -87,13 +88,18 @@ class TopkFamily(Family):
             return
         dev = torch.device(device)
         dev = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
-        torch.cuda.set_device(dev)     # this build thread needs the device's context for the driver's answers
         nsms = torch.cuda.get_device_properties(dev).multi_processor_count
         b, t, bits = built.defines["SGL_TOPK_DYNAMIC_SMEM_BYTES"], built.defines["TOPK_THREADS"], \
             built.defines["TOPK_COARSE_BITS"]
-        for B in sorted({int(workload["B"]), min(int(workload["B"]), 8)}):
+
+        def plan(B):
+            torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
             if not tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev) and B < nsms:
                 tk._split_handle(built, b, t, bits, dev)
+        # the workload's rows and its adversarial sets' (at most 8) side by side: each plan may
+        # wait seconds for a compile, and the second would otherwise start its own only then
+        with ThreadPoolExecutor(2, thread_name_prefix="occtune-plan") as pool:
+            list(pool.map(plan, sorted({int(workload["B"]), min(int(workload["B"]), 8)})))
 
     def built_resources(self, built, config):
         info = getattr(built, "info", {}) or {}

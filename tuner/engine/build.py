@@ -30,6 +30,7 @@ from functools import partial
 from typing import Any
 
 from occtune.engine.family import Family, key_of
+from occtune.rtc import log_compile
 
 
 @dataclass
@@ -154,7 +155,7 @@ def prebuild_in_processes(family: Family, plan: list[tuple[dict, tuple]], device
     if n < 2:
         return 0
     ref, kwargs = family_ref(family), dict(getattr(family, "init_kwargs", {}) or {})
-    _log(f"{n} helpers for {len(plan)} configs")
+    log_compile(f"prebuild: {n} helpers for {len(plan)} configs")
     pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
     try:
         tasks = {pool.submit(_prebuild_share, (ref, kwargs, [item], str(device))): item for item in plan}
@@ -172,20 +173,11 @@ def _prebuild_share(args) -> None:
     from occtune.engine.workunit import load_family
 
     ref, kwargs, share, device = args
-    _log("helper started")
+    log_compile("prebuild: helper started")
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.set_device(torch.device(device) if torch.device(device).index is not None else 0)
-        _log("helper has torch and the device")
+        log_compile("prebuild: helper has torch and the device")
     BuildCache(load_family(ref, kwargs), device).prebuild(share, workers=2)
-    _log(f"helper built {[key_of(c) for c, _ in share]}")
-
-
-def _log(what: str) -> None:
-    """``OCCTUNE_LOG_COMPILES=1``: where a helper's time goes (see :mod:`occtune.rtc`)."""
-    if os.environ.get("OCCTUNE_LOG_COMPILES"):
-        import sys
-        import time
-
-        print(f"prebuild: {what} (pid {os.getpid()}, t={time.time():.2f})", file=sys.stderr, flush=True)
+    log_compile(f"prebuild: helper built {[key_of(c) for c, _ in share]}")
