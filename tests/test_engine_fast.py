@@ -299,3 +299,15 @@ def test_rtc_compiles_a_kernel_once_however_many_build_threads_ask(monkeypatch):
         got = list(pool.map(lambda i: rtc.compile_kernel("src", "k", {"A": i % 2}), range(8)))
     assert sorted(calls) == ["k", "k"]                      # two distinct kernels, each compiled once
     assert len({id(h) for h in got}) == 2
+
+
+def test_the_compile_log_is_one_stamped_line_on_stderr_and_silent_by_default(monkeypatch, capsys):
+    from occtune.rtc import log_compile
+
+    monkeypatch.delenv("OCCTUNE_LOG_COMPILES", raising=False)
+    log_compile("rtc: k -DA=1 1.00 s")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("OCCTUNE_LOG_COMPILES", "1")
+    log_compile("prebuild: helper started")
+    err = capsys.readouterr().err
+    assert err.startswith("prebuild: helper started (pid ") and ", t=" in err and err.count("\n") == 1
