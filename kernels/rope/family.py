@@ -164,10 +164,9 @@ class RopeFamily(Family):
                           bool(w["inverse"]), dst, dst[..., -D:])
 
     def adversarial_inputs(self, workload: dict, device: Any):
-        d = odd_rope_dim(int({**deepseek_workload(1), **workload}["D"]))
-        names = (f"odd T=37, rope_dim {d} (not a power of two), shuffled positions", "one token")
+        names = ("odd T=37, rope_dim {D} (not a power of two), shuffled positions", "one token")
         for name, (w, seed) in zip(names, list(self._shapes(workload))[1:]):
-            yield name, self.make_inputs(w, seed, device)
+            yield name.format(D=w["D"]), self.make_inputs(w, seed, device)
 
     def reset_outputs(self, inputs: RopeInputs) -> None:
         inputs.dst.fill_(float("nan"))
