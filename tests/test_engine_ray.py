@@ -67,19 +67,34 @@ def _stop(proc: subprocess.Popen) -> None:
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 
 
-def _wait_for_nodes(address: str, n: int, deadline_s: float = 60) -> None:
+def _nodes_alive(address: str, n: int, deadline_s: float = 90) -> bool:
+    """Whether the cluster at ``address`` has ``n`` live nodes within ``deadline_s``."""
     code = (f"import ray,time,sys; ray.init(address='{address}', _node_ip_address='{HEAD_IP}', "
             "logging_level='ERROR', log_to_driver=False)\n"
             f"t=time.time()\nwhile len([x for x in ray.nodes() if x['Alive']]) < {n}:\n"
             f"    time.sleep(0.5)\n    if time.time() - t > {deadline_s}: sys.exit(1)\n")
-    assert subprocess.run([sys.executable, "-c", code], timeout=deadline_s + 30).returncode == 0, \
-        f"the local Ray cluster did not reach {n} nodes"
+    try:
+        return subprocess.run([sys.executable, "-c", code], timeout=deadline_s + 60).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _tail(log: Path, n: int = 15) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-n:]) if log.exists() else "(no log)"
+
+
+def _start_worker(address: str, env: dict, log: Path) -> subprocess.Popen:
+    ports = _free_ports(3)
+    return _node([f"--address={address}", f"--node-ip-address={WORKER_IP}",
+                  f"--dashboard-agent-listen-port={ports[0]}", f"--metrics-export-port={ports[1]}",
+                  f"--runtime-env-agent-port={ports[2]}", "--min-worker-port=0", "--max-worker-port=0"],
+                 dict(env, OCCTUNE_TEST_NODE="worker"), log)
 
 
 @pytest.fixture()
 def cluster(tmp_path):
     tmp = Path(tempfile.mkdtemp(prefix="otr-", dir="/tmp"))      # short: Ray's socket paths
-    gcs, client, *ports = _free_ports(8)
+    gcs, client, *ports = _free_ports(5)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
                RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
     env.pop("RAY_ADDRESS", None)
@@ -91,13 +106,17 @@ def cluster(tmp_path):
     address = f"{HEAD_IP}:{gcs}"
     worker = None
     try:
-        time.sleep(3)
-        worker = _node([f"--address={address}", f"--node-ip-address={WORKER_IP}",
-                        f"--dashboard-agent-listen-port={ports[3]}",
-                        f"--metrics-export-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
-                        "--min-worker-port=0", "--max-worker-port=0"],
-                       dict(env, OCCTUNE_TEST_NODE="worker"), tmp_path / "worker.log")
-        _wait_for_nodes(address, 2)
+        # the head first (a worker started before its GCS answers can give up), then the worker;
+        # on a loaded 2-core machine a node can take over a minute: one more try with new ports
+        assert _nodes_alive(address, 1), f"the Ray head did not start:\n{_tail(tmp_path / 'head.log')}"
+        for attempt in range(2):
+            log = tmp_path / f"worker{attempt}.log"
+            worker = _start_worker(address, env, log)
+            if _nodes_alive(address, 2):
+                break
+            _stop(worker)
+            worker = None
+        assert worker is not None, f"the local Ray cluster did not reach 2 nodes (two tries):\n{_tail(log)}"
         yield address, worker
     finally:
         if worker is not None:
