@@ -23,16 +23,20 @@
 //     key = (b & 0x80000000) ? ~b : (b | 0x80000000)) of the candidates matching the prefix
 //     found so far; the last pass fixes the exact K-th key; keys above it are emitted, and keys
 //     equal to it until K is filled.
-//  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[b] records count(t) for every row
-//  (the host compares it with the capacity to count overflowed rows), and the row is finished
-//  exactly by running the same radix passes over the source in global memory instead.
+//  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[2b] records count(t) for every row
+//  (the host compares it with the capacity to count overflowed rows) and bin_counts[2b + 1] the
+//  row's TOPK_FLAG_* bits. The row is finished exactly without a list for bin t: histogram
+//  passes over the source (the row, or the long-row list) narrow bin t's fine-key interval
+//  (TOPK_NB bins a pass, in the unused candidate buffer) until its values fit the list or it is
+//  one key; each pass also emits the values between the new interval and the last one.
 //  Long rows (prefix_len >= K, len > 2 * prefix_len, len >= 16 K; the host enables it from
 //  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about 1.5 times
 //  the expected sample count above the K-th largest, TOPK_SAMPLE_MARGIN), turned into the
 //  exact smallest fine key f0 of bin t0. One pass over the row copies the (index, bits) pairs
 //  with fine key >= f0 (= bin >= t0) into a per-row global scratch list; steps 1-3 then run on
-//  that list. If fewer than K were kept (the guess was too high) or the list overflowed, the
-//  row is done the plain way above: exact in every case, only slower.
+//  that list. If the list overflowed, its coarse histogram is still complete (every kept value is
+//  counted): one collect pass over the row finishes it. If fewer than K were kept (the guess was
+//  too high), the row is done the plain way above. Exact in every case (TOPK_FLAG_REPLAY).
 
 #ifndef SGL_TOPK_DYNAMIC_SMEM_BYTES
 #define SGL_TOPK_DYNAMIC_SMEM_BYTES 131072
@@ -913,7 +917,7 @@ __device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const 
   src.visit(cop);
   TOPK_SYNC();
   TOPK_STAMP(sh, 4);
-  if (sh.cand_n <= TOPK_RANK_MAX) {
+  if (sh.cand_n <= TOPK_RANK_MAX && sh.cand_n <= TOPK_CAP) {
     topk_rank_emit(sh, cand, sh.cand_n, need_in_bin, out, tr);
     for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);
   } else if (sh.cand_n <= TOPK_CAP) {
@@ -1656,9 +1660,10 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   }
   if (!bin_fits) {
     // Step 4 for a bin t larger than a list: block 0 refines it over every block's list while
-    // the others wait at the barrier below (their stages stay readable).
+    // the others wait at the second barrier below (their stages stay readable). The first one:
+    // every block has read block 0's histogram (its output slots) before the refine reuses it.
+    topk_cluster_sync();                                 // (2a)
     if (rank == 0) {
-      TOPK_SYNC();                                       // block 0's own emits are reserved
       if (tid == 0) {
         diag[0] = nt;
         sh.out_pos = above;      // bin t fills the slots after every block's bins > t
