@@ -244,8 +244,6 @@ struct TopkShared {
   int eq_taken;     // equal-to-threshold elements taken
   int scratch_n;    // scratch list entries appended (may exceed its capacity)
   int flags;        // TOPK_FLAG_* of the row (written by thread 0 only)
-  topk_u32 nlo, nhi;      // narrowing: the threshold's fine-key interval
-  topk_u32 nmin, nmax;    // narrowing: smallest and largest key seen in the interval
 #ifdef TOPK_PROF
   long long prof[TOPK_PROF_N];
   unsigned long long gt0;   // global timer (ns) at the block's start, and its SM
@@ -736,6 +734,14 @@ __device__ static inline topk_u32 topk_fine_floor_of_bin_warp(int t0) {
 }
 #endif
 
+// Narrowing state in sh.hist, which is free from the narrowing's start until its in-list finish
+// (the coarse histogram's values are read before; rank and refine clear it themselves):
+// the threshold's fine-key interval, and the smallest and largest key seen in it.
+#define TOPK_NLO(sh) (*(topk_u32*)&(sh).hist[0])
+#define TOPK_NHI(sh) (*(topk_u32*)&(sh).hist[1])
+#define TOPK_NMIN(sh) (*(topk_u32*)&(sh).hist[2])
+#define TOPK_NMAX(sh) (*(topk_u32*)&(sh).hist[3])
+
 // Fine-key interval [lo, hi] of coarse bin t (both block-uniform; all threads call it).
 __device__ static inline void topk_bin_range(TopkShared& sh, int t) {
 #ifdef TOPK_WARP_AGG
@@ -743,14 +749,14 @@ __device__ static inline void topk_bin_range(TopkShared& sh, int t) {
     const topk_u32 lo = topk_fine_floor_of_bin_warp(t);
     const topk_u32 up = t + 1 < TOPK_BINS ? topk_fine_floor_of_bin_warp(t + 1) : 0u;
     if (TOPK_TID == 0) {
-      sh.nlo = lo;
-      sh.nhi = t + 1 < TOPK_BINS ? up - 1u : 0xFFFFFFFFu;
+      TOPK_NLO(sh) = lo;
+      TOPK_NHI(sh) = t + 1 < TOPK_BINS ? up - 1u : 0xFFFFFFFFu;
     }
   }
 #else
   if (TOPK_TID == 0) {
-    sh.nlo = topk_fine_floor_of_bin(t);
-    sh.nhi = t + 1 < TOPK_BINS ? topk_fine_floor_of_bin(t + 1) - 1u : 0xFFFFFFFFu;
+    TOPK_NLO(sh) = topk_fine_floor_of_bin(t);
+    TOPK_NHI(sh) = t + 1 < TOPK_BINS ? topk_fine_floor_of_bin(t + 1) - 1u : 0xFFFFFFFFu;
   }
 #endif
   TOPK_SYNC();
@@ -803,22 +809,22 @@ struct TopkRangeOp {
   }
 };
 
-// One pass; mode 0 also leaves the interval's smallest and largest key in sh.nmin / sh.nmax.
+// One pass; mode 0 also leaves the interval's smallest and largest key in TOPK_NMIN / TOPK_NMAX.
 template <typename Src>
 __device__ static inline void topk_range_pass(TopkShared& sh, TopkRangeOp& op, const Src& src) {
   if (op.mode == 0) {
     op.kmin = 0xFFFFFFFFu;
     op.kmax = 0u;
     if (TOPK_TID == 0) {
-      sh.nmin = 0xFFFFFFFFu;
-      sh.nmax = 0u;
+      TOPK_NMIN(sh) = 0xFFFFFFFFu;
+      TOPK_NMAX(sh) = 0u;
     }
     TOPK_SYNC();
   }
   src.visit(op);
   if (op.mode == 0 && op.kmin <= op.kmax) {
-    topk_atomic_min_u(&sh.nmin, op.kmin);
-    topk_atomic_max_u(&sh.nmax, op.kmax);
+    topk_atomic_min_u(&TOPK_NMIN(sh), op.kmin);
+    topk_atomic_max_u(&TOPK_NMAX(sh), op.kmax);
   }
   TOPK_SYNC();
 }
@@ -848,8 +854,8 @@ __device__ static TOPK_NOINLINE void topk_narrow_finish(TopkShared& sh, topk_u32
   op.sh = &sh;
   op.hist = (int*)cand;
   op.cand = cand;
-  op.lo = sh.nlo;
-  op.hi = sh.nhi;
+  op.lo = TOPK_NLO(sh);
+  op.hi = TOPK_NHI(sh);
   op.emit_hi = above_done ? op.hi : 0xFFFFFFFFu;
   op.out = out;
   op.tr = &tr;
@@ -870,8 +876,8 @@ __device__ static TOPK_NOINLINE void topk_narrow_finish(TopkShared& sh, topk_u32
     topk_u32 nlo = op.lo + ((topk_u32)b << op.shift);
     const topk_u32 mask = (1u << op.shift) - 1u;
     topk_u32 nhi = op.hi - nlo > mask ? nlo + mask : op.hi;
-    if (sh.nmin > nlo) nlo = sh.nmin;         // the interval's values lie in [nmin, nmax]:
-    if (sh.nmax < nhi) nhi = sh.nmax;         // a bin of ties collapses to its key at once
+    if (TOPK_NMIN(sh) > nlo) nlo = TOPK_NMIN(sh);         // the interval's values lie in [nmin, nmax]:
+    if (TOPK_NMAX(sh) < nhi) nhi = TOPK_NMAX(sh);         // a bin of ties collapses to its key at once
     op.emit_hi = op.hi;
     op.hi = nhi;
     op.lo = nlo;
