@@ -966,11 +966,14 @@ struct TopkKeepDst {
   topk_u2* glist;
   int gcap;
   int gdelta;
+  // SPILL = false: the caller knows slot < stage_cap (the common case, decided once per warp
+  // and iteration), so the store has no branch.
+  template <bool SPILL = true>
   __device__ inline void put(int slot, topk_u32 idx, topk_u32 bits) const {
     topk_u2 e;
     e.x = idx;
     e.y = bits;
-    if (slot < stage_cap) {
+    if (!SPILL || slot < stage_cap) {
       stage[slot] = e;
     } else {
       const int g = slot + gdelta;
@@ -994,7 +997,7 @@ __device__ static inline float topk_pick(const topk_f4* q, int j) {
   return x;
 }
 
-template <int U, bool HIST>
+template <int U, bool HIST, bool SPILL>
 __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int pos, int i4_0,
                                               int head, int idx_off, const TopkKeepDst& dst,
                                               int* hist) {
@@ -1004,7 +1007,8 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
     const int j = topk_ctz(km);
     km &= km - 1u;
     const topk_u32 bits = topk_canon(topk_bits(topk_pick<U>(q, j)));
-    dst.put(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
+    dst.template put<SPILL>(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)),
+                            bits);
     if (HIST) topk_hist_inc(hist, topk_bin(bits));
     ++pos;
   }
@@ -1104,7 +1108,18 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
       if (GSPILL && over > 0) dst.gdelta = topk_atomic_add_dev(gctr, over) - lo;
     }
 #endif
-    if (km) topk_keep_store<U, HIST>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    // Every slot of this warp (CUDA) or lane (HIP, host) in the stage: the branch-free store
+    // (the clean rows' only path); else the store that may spill past the stage.
+#ifdef TOPK_WARP_AGG
+    const bool spills = sbase + total > dst.stage_cap;   // warp-uniform
+#else
+    const bool spills = pos + cnt > dst.stage_cap;
+#endif
+    if (spills) {
+      if (km) topk_keep_store<U, HIST, true>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    } else if (km) {
+      topk_keep_store<U, HIST, false>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    }
   }
   // scalar head and tail (at most 3 + 3 elements): per-lane atomics
   for (int j = tid; j < head + (n - head - 4 * nv); j += TOPK_THREADS) {
