@@ -17,8 +17,14 @@ and the same two for torch.topk(sorted=False). Also GB/s of the input read, % of
 (floor = B*L*4 bytes / copy bandwidth, measured here with a large device-to-device copy; copy
 bandwidth counts bytes read + written). Every config's output is verified (tie-aware) on a few
 rows before it is timed. Writes a CSV with provenance and prints a table, a summary of the
-issue's targets and a plan check: on each shape, each config's default path against the best
-path measured for it (the launcher's plan should never be more than 1.5x off).
+issue's targets, a plan check (on each shape, each config's default path against the best
+path measured for it: the launcher's plan should never be more than 1.5x off) and an overflow
+check (issue 17: every run with an overflowed row, by the kernel's per-row flags, against the
+fastest run of the same shape without one; target: within 2x). ``--dist`` takes several input
+families (e.g. random_normal,one_bin_77,all_equal): the overflow check compares across them.
+
+    python3 benchmarks/bench_topk.py --shapes 64x1048576 --budgets 32K,40K,48K --bits 8,12 \
+        --threads 512 --no-split-compare --dist random_normal,one_bin_77
 """
 
 from __future__ import annotations
@@ -102,7 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", default="",
                     help="comparison runs that force these blocks per row with the split kernel on long rows "
                          "(e.g. 8,16,32,64: what the plan's choice is checked against)")
-    ap.add_argument("--dist", default="random_normal", help="input family (occtune.kernels.topk.reference)")
+    ap.add_argument("--dist", default="random_normal",
+                    help="input families, comma-separated (occtune.kernels.topk.reference)")
     ap.add_argument("--serve-calls", type=int, default=1000,
                     help="back-to-back calls of the serving-loop timing (host_us, serve_us)")
     a = ap.parse_args(argv)
@@ -133,12 +140,12 @@ def main(argv=None) -> int:
     base = next((c for c in configs if c[1] == 12), configs[0])
     rows = []
     gen = torch.Generator(device="cuda")
-    for B, L in shapes:
+    for (B, L), dist in ((shape, d) for shape in shapes for d in a.dist.split(",") if d.strip()):
         gen.manual_seed(B * 7 + L)
-        if a.dist == "random_normal":
+        if dist == "random_normal":
             x = torch.randn(B, L, device="cuda", generator=gen)
         else:
-            s_np, _ = ref.make_case(a.dist, B, L, a.k, seed=1)
+            s_np, _ = ref.make_case(dist, B, L, a.k, seed=1)
             x = torch.from_numpy(s_np).cuda()
         floor_us = B * L * 4 / bw * 1e6
         ref_fn = lambda: torch.topk(x, a.k, dim=-1, sorted=False)        # noqa: E731
@@ -165,7 +172,7 @@ def main(argv=None) -> int:
             host_us, serve_us = serving_loop(torch, fn, a.serve_calls)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
                          "split": diag["split"], "cluster": diag["cluster"], "run": run,
-                         "dist": a.dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
+                         "dist": dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
                          "pct_of_floor_speed": round(100 * floor_us / med, 1),
@@ -173,7 +180,8 @@ def main(argv=None) -> int:
                          "speedup_vs_torch": round(t_ref / med, 2), "serve_us": round(serve_us, 2),
                          "host_us": round(host_us, 2), "torch_serve_us": round(ref_serve, 2),
                          "torch_host_us": round(ref_host, 2), "launcher": diag["launcher"],
-                         "overflow_rows": diag["overflow_rows"], "verified": ok,
+                         "overflow_rows": diag["overflow_rows"],
+                         **{name: diag[name] for name in tk.ROW_FLAGS}, "verified": ok,
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3),
                          "flush": "2x L2 write (engine)"})
             r = rows[-1]
@@ -181,7 +189,7 @@ def main(argv=None) -> int:
                   f"{'c' if diag['cluster'] else ' '}  {med:9.1f} us (iqr {iqr:6.1f})  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  serve {serve_us:7.1f} us  host {host_us:5.1f} us  "
-                  f"overflow {diag['overflow_rows']}  "
+                  f"overflow {diag['overflow_rows']} {_flags(r, tk.ROW_FLAGS)} {dist}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
         del x
         torch.cuda.empty_cache()
@@ -220,6 +228,7 @@ def summary(rows):
             print(f"  ({B}, {L}): {r['x_floor']:.2f}x the read floor  "
                   f"[{'met' if r['x_floor'] <= 2 else 'NOT met'}]")
     plan_check(rows)
+    overflow_check(rows)
     bad = [r for r in rows if not r["verified"]]
     print(f"  verification: {len(rows) - len(bad)}/{len(rows)} configs exact")
 
@@ -248,6 +257,39 @@ def plan_check(rows):
                 for r in plans if r["median_us"] > 1.5 * top]
         if slow:
             print(f"  ({B}, {L}) configs over 1.5x the shape's best plan ({top:.1f} us): {', '.join(slow)}")
+
+
+def _flags(r, names) -> str:
+    """The nonzero per-row flag counts of a run, e.g. 'bin_overflow 64 spilled 2' ('' if none)."""
+    return " ".join(f"{n.removesuffix('_rows')} {r[n]}" for n in names if r.get(n))
+
+
+def overflow_check(rows):
+    """Issue 17: each run with an overflowed row (any kernel flag, or a bin over the capacity)
+    against the fastest run of the same shape without one (any config, family or path)."""
+    from occtune.kernels.topk import ROW_FLAGS
+
+    def overflowed(r):
+        return r["overflow_rows"] or any(r.get(n) for n in ROW_FLAGS)
+
+    print("\noverflow check (issue 17: a run with overflowed rows within 2x of the shape's fastest run without)")
+    for (B, L) in sorted({(r["B"], r["L"]) for r in rows}):
+        same = [r for r in rows if (r["B"], r["L"]) == (B, L)]
+        clean = [r for r in same if not overflowed(r)]
+        over = [r for r in same if overflowed(r)]
+        if not over:
+            continue
+        if not clean:
+            print(f"  ({B}, {L}): every run overflowed; no reference at this shape")
+            continue
+        top = min(clean, key=lambda r: r["median_us"])
+        for r in over:
+            ratio = r["median_us"] / top["median_us"]
+            print(f"  ({B}, {L}) {r['dist']} {r['budget'] // 1024}K {r['bits']}-bit {r['threads']} thr "
+                  f"split {r['split']}{'c' if r['cluster'] else ''} ({r['run']}): {r['median_us']:.1f} us "
+                  f"[{_flags(r, ROW_FLAGS)}; {r['overflow_rows']} over capacity] vs {top['median_us']:.1f} us "
+                  f"({top['dist']} {top['budget'] // 1024}K {top['bits']}-bit): {ratio:.2f}x  "
+                  f"[{'ok' if ratio <= 2 else 'OVER 2x'}]")
 
 
 if __name__ == "__main__":

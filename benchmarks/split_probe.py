@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     kept = torch.zeros(B * rec, dtype=torch.int32, device="cuda")
     dummy = torch.empty(1, dtype=torch.int32, device="cuda")
     out = torch.empty(B, 2048, dtype=torch.int32, device="cuda")
-    bc = torch.empty(B, dtype=torch.int32, device="cuda")
+    bc = torch.empty(B, 2, dtype=torch.int32, device="cuda")   # per row: count(t), flags
     flush = make_flush(torch)
 
     def split_only():

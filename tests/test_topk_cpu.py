@@ -521,7 +521,8 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
 def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     """The cluster path's host side: sm_90 picks it for split rows whose kept values fit the
     budget, sizes the cluster for one wave (driver's blocks/SM and resident-cluster answers),
-    launches one kernel with no scratch, and keeps the split kernel where it does not fit."""
+    launches one kernel (its scratch list holds only spills), and keeps the split kernel where it
+    does not fit."""
     import types
 
     import torch
@@ -553,8 +554,8 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
 
     tk.topk(torch.zeros(64, L), 2048, kernel=main, split_kernel=split)
     (name, grid, args), = launches
-    assert name == tk.CLUSTER_KERNEL_NAME and grid == (64 * 4,) and args[-2:] == [scap, prefix]
-    assert len(args) == 16                                   # no scratch, no split record
+    assert name == tk.CLUSTER_KERNEL_NAME and grid == (64 * 4,) and args[-3:-1] == [scap, prefix]
+    assert len(args) == 17 and args[-1].numel() == 64 * 2 * scap   # spill list, no split record
     # fewer resident clusters than rows: a smaller cluster keeps one wave
     launches.clear()
     handles.clear()

@@ -168,7 +168,9 @@ def test_split_path_two_launches_share_the_call_buffers(fake_gpu):
     assert plan.scratch_numel == 8 * 2 * scap and plan.kept_numel == 8 * (1 + 4096)
 
 
-def test_cluster_path_one_launch_no_scratch(fake_gpu):
+def test_cluster_path_one_launch_with_a_spill_list(fake_gpu):
+    """One launch; the row's scratch list (spill regions of the cluster's blocks) is its last
+    argument; no split record."""
     main = _main()
     x = torch.zeros(64, 131072)
     tk.topk(x, K, kernel=main)
@@ -176,8 +178,9 @@ def test_cluster_path_one_launch_no_scratch(fake_gpu):
     prefix, scap = tk.long_row_plan(131072, K)
     (f, grid, block, smem, _, params), = _decoded(fake_gpu, plan)
     assert f == ("CUfunction", 0x3004) and grid == (256, 1, 1) and block == (512, 1, 1) and smem == 49152
-    assert len(params) == 16 and params[-2:] == [scap, prefix]
-    assert (plan.ncluster, plan.scratch_numel, plan.kept_numel) == (4, 0, 0)
+    assert len(params) == 17 and params[-3:-1] == [scap, prefix]
+    assert params[-1] not in (plan.dummy.data_ptr(), x.data_ptr())
+    assert (plan.ncluster, plan.scratch_numel, plan.kept_numel) == (4, 64 * 2 * scap, 0)
 
 
 def test_plan_is_made_once_and_repacked_only_on_new_pointers(fake_gpu):
@@ -219,6 +222,20 @@ def test_diagnostics_get_their_own_bin_counts(fake_gpu):
     (*_, params), = _decoded(fake_gpu, plan)
     assert params[13] == diag["bin_counts"].data_ptr() != plan.sink.data_ptr()
     assert diag["capacity"] == plan.capacity == 49152 // 8
+    # per row: count(t), then the row's flags (the kernel writes bin_counts[2 * row + 1])
+    assert diag["row_flags"].data_ptr() == params[13] + 4 and diag["row_flags"].stride() == (2,)
+    assert tuple(plan.sink.shape) == (4, 2)
+
+
+def test_flag_counts_name_every_kernel_flag():
+    flags = torch.tensor([0, 1, 1 | 8, 2 | 4, 4, 0], dtype=torch.int32)
+    assert tk.flag_counts(flags) == {"bin_overflow_rows": 2, "spilled_rows": 1, "replayed_rows": 2,
+                                     "row_pass_rows": 1}
+    assert tk.flag_counts(flags[:0]) == dict.fromkeys(tk.ROW_FLAGS, 0)
+    src = tk.read_source()               # the bits are the kernel's own
+    for name, bit in (("BIN_OVF", 1), ("SPILL", 2), ("REPLAY", 4), ("ROW_PASSES", 8)):
+        assert f"#define TOPK_FLAG_{name} {bit} " in src, name
+    assert sorted(tk.ROW_FLAGS.values()) == [1, 2, 4, 8]
 
 
 def test_torch_launcher_is_the_fallback(monkeypatch):

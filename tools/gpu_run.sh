@@ -36,6 +36,9 @@ for s in "$@"; do
                 stage host_probe python3 benchmarks/host_probe.py
                 stage topk_serve_bench python3 benchmarks/bench_topk.py --shapes "${BENCH_SHAPES:-1x8192,64x8192,8x131072,64x131072,256x131072,1x1048576,256x1048576}" --budgets 32K,48K --bits 12 --threads 512,1024 --reps 15 --serve-calls 300 --out "$OUT/topk_serve_bench.csv"
                 stage topk_plan_check python3 benchmarks/bench_topk.py --shapes 1x1048576,8x1048576 --budgets 32K --bits 8,12 --threads 512,1024 --compare-all --splits 16,32 --reps 15 --serve-calls 100 --out "$OUT/topk_plan_check.csv";;
+    topk_overflow) stage topk_overflow_tests python3 -m pytest -q -s -rs tests/gpu/test_topk_gpu.py -k "overflow or spill"
+                   TAIL=${TAIL:-40} stage topk_overflow_bench python3 benchmarks/bench_topk.py --shapes 64x1048576 --budgets 32K,40K --bits 8,12 --threads 512 --no-split-compare --reps 10 --serve-calls 20 --out "$OUT/topk_overflow_bench.csv"
+                   TAIL=${TAIL:-40} stage topk_overflow_bench_plain python3 benchmarks/bench_topk.py --shapes 64x65536 --budgets 32K --bits 8,12 --threads 512 --dist random_normal,one_bin_77,heavy_ties --no-split-compare --reps 10 --serve-calls 20 --out "$OUT/topk_overflow_bench_plain.csv";;
     rope_bench_quick) stage rope_bench_quick python3 benchmarks/bench_rope.py --tokens 8192 --variants flat,tile,heads,batched --block-m 8,16,32 --num-warps 1,2,4 --out "$OUT/rope_bench_quick.csv";;
     rope_bench) stage rope_bench python3 benchmarks/bench_rope.py --out "$OUT/rope_bench.csv";;
     engine_demo) stage engine_demo bash -c 'python3 examples/engine_demo.py --family axpy --device cuda --stability 10 --out "$OUT/demo-axpy" > "$OUT/demo-axpy.json" && python3 examples/engine_demo.py --family rope --device cuda --rep-ms 20 --workloads 4 --stability 10 --timeout 300 --out "$OUT/demo-rope" > "$OUT/demo-rope.json"; tail -c 1500 "$OUT/demo-rope.json"';;

@@ -44,6 +44,23 @@ K_RULE = Rule(int, min=1, max=MAX_K)                      # top-k size
 _BUDGET_BYTES = replace(BUDGET_RULE, kind=int)            # a config's budget: bytes, not "40K"
 # Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
 PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-bound single pass
+# The kernel's per-row report (topk.cuh, TOPK_FLAG_*): how each row was finished. No overflow is
+# silent: a row whose threshold bin, shared stage or kept list overflowed has its flag set.
+ROW_FLAGS = {"bin_overflow_rows": 1,    # bin t did not fit the candidate list (narrowed elsewhere)
+             "spilled_rows": 2,         # a cluster block's kept values spilled to global memory
+             "replayed_rows": 4,        # the long-row pass was given up, the row redone
+             "row_pass_rows": 8}        # bin t was narrowed by extra passes over the row itself
+
+
+def flag_counts(row_flags) -> dict:
+    """{name: rows with that flag} of a kernel's per-row flags (a tensor; one host sync)."""
+    import torch
+
+    if not row_flags.numel():
+        return dict.fromkeys(ROW_FLAGS, 0)
+    bits = torch.tensor(list(ROW_FLAGS.values()), dtype=row_flags.dtype, device=row_flags.device)
+    counts = ((row_flags[:, None] & bits) != 0).sum(0).tolist()
+    return dict(zip(ROW_FLAGS, map(int, counts)))
 
 
 def read_source() -> str:
@@ -283,8 +300,11 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
     row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
     global memory. A row whose kept values crowd into one slice (sorted or strongly
-    position-biased scores) overflows that block's stage and is redone by block 0 alone (exact,
-    slower); the split kernel spills to global memory instead.
+    position-biased scores) overflows that block's shared stage into the row's global scratch
+    list (``spilled_rows``); a threshold bin larger than the candidate list is narrowed without
+    re-reading the row where the long-row list holds it (``bin_overflow_rows``), by extra passes
+    over the row otherwise (``row_pass_rows``). Every such row is counted in the diagnostics
+    (``row_flags``: the kernel's per-row TOPK_FLAG_* bits; ``ROW_FLAGS``).
 
     Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
     grid, block, shared memory, packed arguments); later calls allocate the output (torch's
@@ -307,7 +327,8 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     B, dev = scores.shape[0], scores.device
     d = plan.dummy
     out = torch.empty((B, int(k)), dtype=torch.int32, device=dev)
-    bins = torch.empty((B,), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
+    # per row: count(t), then the row's TOPK_FLAG_* bits
+    bins = torch.empty((B, 2), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
     kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
     tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
@@ -315,11 +336,12 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     _launch(plan, tensors, dev)
     if not return_diagnostics:
         return out
+    counts, flags = bins[:, 0], bins[:, 1]
     if return_diagnostics == "lazy":       # no host sync: the tuner times this call
-        return out, {"capacity": plan.capacity, "bin_counts": bins}
-    return out, {"overflow_rows": int((bins > plan.capacity).sum().item()), "capacity": plan.capacity,
-                 "bin_counts": bins, "split": plan.nsplit, "cluster": plan.ncluster,
-                 "launcher": plan.launches[0][0].launcher if plan.launches else None}
+        return out, {"capacity": plan.capacity, "bin_counts": counts, "row_flags": flags}
+    return out, {"overflow_rows": int((counts > plan.capacity).sum().item()), "capacity": plan.capacity,
+                 "bin_counts": counts, "row_flags": flags, **flag_counts(flags), "split": plan.nsplit,
+                 "cluster": plan.ncluster, "launcher": plan.launches[0][0].launcher if plan.launches else None}
 
 
 def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
@@ -363,7 +385,7 @@ class LaunchPlan:
     kept_numel: int
     capacity: int
     dummy: Any                # 1 int: the pointer of an absent tensor (its flag is 0: never read)
-    sink: Any                 # bin_counts of calls that ask for no diagnostics (written, never read)
+    sink: Any                 # [B, 2] bin counts and row flags of calls without diagnostics (never read)
     fast: bool = False        # every launch goes through a driver API (needs the raw stream)
     keep: tuple = ()          # the kernels of the key (their ids key the plan: kept alive)
     ptrs: tuple = ()
@@ -431,11 +453,13 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     row = [Ptr(SCORES), r.stride, r.L, Ptr(LENGTHS), int(r.has_len), Ptr(STARTS), int(r.has_starts), r.k]
     outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, r.page_bits, Ptr(BINS)]
     launches, scratch_numel, kept_numel = [], 0, 0
+    if r.B:
+        scratch_numel = r.B * 2 * scap     # the long-row list (cluster: its blocks' spill regions)
     if r.B and ncluster:
         ck = _cluster_handle(handle, ncluster, r.lds_budget, r.threads, r.bits, dev)
-        launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem, ArgPack([*row, *outa, scap, prefix])))
+        launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem,
+                         ArgPack([*row, *outa, scap, prefix, Ptr(SCRATCH)])))
     elif r.B:
-        scratch_numel = r.B * 2 * scap
         if nsplit > 1:
             skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
                                                                                 r.bits, dev)
@@ -447,7 +471,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
                          ArgPack([*row, *outa, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), int(nsplit > 1)])))
     cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", r.lds_budget)))
     dummy = torch.empty(1, dtype=torch.int32, device=dev)
-    sink = torch.empty((r.B,), dtype=torch.int32, device=dev)
+    sink = torch.empty((r.B, 2), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
     return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
                       keep=(handle, split_kernel))

@@ -218,10 +218,12 @@ class TopkFamily(Family):
             ok, why = ref.check_topk(inputs["scores"].cpu(), inputs["lengths"].cpu(), k, outputs["out"].cpu())
         diag = outputs["diag"]
         overflow = int((diag["bin_counts"] > diag["capacity"]).sum().item())
+        flags = tk.flag_counts(diag["row_flags"]) if "row_flags" in diag else {}
         return CheckResult(ok, why, {"overflow_rows": overflow,
                                      "capacity": diag["capacity"],
                                      "max_threshold_bin": int(diag["bin_counts"].max().item())
-                                     if diag["bin_counts"].numel() else 0})
+                                     if diag["bin_counts"].numel() else 0,
+                                     **{name: n for name, n in flags.items() if n}})
 
     # --- roofline -----------------------------------------------------------------------------
     def bytes_moved(self, workload):

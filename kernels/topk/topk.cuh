@@ -23,16 +23,20 @@
 //     key = (b & 0x80000000) ? ~b : (b | 0x80000000)) of the candidates matching the prefix
 //     found so far; the last pass fixes the exact K-th key; keys above it are emitted, and keys
 //     equal to it until K is filled.
-//  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[b] records count(t) for every row
-//  (the host compares it with the capacity to count overflowed rows), and the row is finished
-//  exactly by running the same radix passes over the source in global memory instead.
+//  Overflow (count(t) > TOPK_CAP) is never silent: bin_counts[2b] records count(t) for every row
+//  (the host compares it with the capacity to count overflowed rows) and bin_counts[2b + 1] the
+//  row's TOPK_FLAG_* bits. The row is finished exactly without a list for bin t: histogram
+//  passes over the source (the row, or the long-row list) narrow bin t's fine-key interval
+//  (TOPK_NB bins a pass, in the unused candidate buffer) until its values fit the list or it is
+//  one key; each pass also emits the values between the new interval and the last one.
 //  Long rows (prefix_len >= K, len > 2 * prefix_len, len >= 16 K; the host enables it from
 //  128K columns): a strided sample of 4096 values guesses a coarse bin t0 (about 1.5 times
 //  the expected sample count above the K-th largest, TOPK_SAMPLE_MARGIN), turned into the
 //  exact smallest fine key f0 of bin t0. One pass over the row copies the (index, bits) pairs
 //  with fine key >= f0 (= bin >= t0) into a per-row global scratch list; steps 1-3 then run on
-//  that list. If fewer than K were kept (the guess was too high) or the list overflowed, the
-//  row is done the plain way above: exact in every case, only slower.
+//  that list. If the list overflowed, its coarse histogram is still complete (every kept value is
+//  counted): one collect pass over the row finishes it. If fewer than K were kept (the guess was
+//  too high), the row is done the plain way above. Exact in every case (TOPK_FLAG_REPLAY).
 
 #ifndef SGL_TOPK_DYNAMIC_SMEM_BYTES
 #define SGL_TOPK_DYNAMIC_SMEM_BYTES 131072
@@ -54,6 +58,13 @@
 #endif
 
 #define TOPK_BINS (1 << TOPK_COARSE_BITS)
+// Per-row report (bin_counts[2 * row + 1]; bin_counts[2 * row] is count(t)): how the row was
+// finished. Every overflow sets a flag (none is silent); the host counts rows per flag.
+#define TOPK_FLAG_BIN_OVF 1      // bin t did not fit the candidate list (refined elsewhere, exact)
+#define TOPK_FLAG_SPILL 2        // a cluster block's kept values spilled past its shared stage
+#define TOPK_FLAG_REPLAY 4       // the long-row pass was given up: fewer than K kept or its list
+                                 // overflowed (the row was redone from its coarse histogram)
+#define TOPK_FLAG_ROW_PASSES 8   // bin t was narrowed by extra passes over the row itself
 #define TOPK_PROF_N 10
 #define TOPK_CAP (SGL_TOPK_DYNAMIC_SMEM_BYTES / 8)
 
@@ -92,6 +103,13 @@ __attribute__((device)) static inline int topk_atomic_add(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
 }
 #define TOPK_SYNC() topk_sync()
+__attribute__((device)) static inline void topk_atomic_min_u(unsigned* p, unsigned v) {
+  __hip_atomic_fetch_min(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+}
+__attribute__((device)) static inline void topk_atomic_max_u(unsigned* p, unsigned v) {
+  __hip_atomic_fetch_max(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+}
+#define TOPK_HAVE_MINMAX 1
 __attribute__((device)) static inline int topk_atomic_add_dev(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
@@ -106,9 +124,32 @@ __attribute__((device)) static inline int topk_atomic_add_dev(int* p, int v) {
 #define TOPK_SYNC() __syncthreads()
 __device__ static inline int topk_atomic_add(int* p, int v) { return atomicAdd(p, v); }
 #endif
+#ifndef TOPK_HAVE_MINMAX
+__device__ static inline void topk_atomic_min_u(unsigned* p, unsigned v) { atomicMin(p, v); }
+__device__ static inline void topk_atomic_max_u(unsigned* p, unsigned v) { atomicMax(p, v); }
+#endif
 #ifndef TOPK_HAVE_DEV_ATOMIC
 // Device-scope (cross-block) atomic on global memory: atomicAdd is device scope on CUDA and HIP.
 __device__ static inline int topk_atomic_add_dev(int* p, int v) { return atomicAdd(p, v); }
+#endif
+
+// Cold paths (overflows, the plain path) stay out of line on CUDA: inlined, they made ptxas
+// spill in the hot ones. AMDGPU inlines them: its calls reserve registers for the callee in the
+// whole kernel (43 -> 129 VGPRs on gfx942 out of line).
+#if defined(TOPK_HIP)
+#define TOPK_NOINLINE __attribute__((always_inline))
+#else
+#define TOPK_NOINLINE __attribute__((noinline))
+#endif
+
+// Reconverge the warp. On the H200, v9's keep-pass loop ran about two divergent groups per warp
+// after the per-lane store loop. The loop body then executed 1.87x as often as v8's for the same
+// work (ncu, results/sm_90/topk_v9/README.md). AMDGPU waves have no independent thread
+// scheduling, so there it is nothing.
+#if defined(TOPK_HIP)
+#define TOPK_WARP_RECONVERGE() ((void)0)
+#else
+#define TOPK_WARP_RECONVERGE() __syncwarp()
 #endif
 
 // Key functions are also host-callable under nvcc (tests run them on the CPU against numpy).
@@ -212,6 +253,7 @@ struct TopkShared {
   int cand_n;       // candidates appended (may exceed TOPK_CAP: overflow)
   int eq_taken;     // equal-to-threshold elements taken
   int scratch_n;    // scratch list entries appended (may exceed its capacity)
+  int flags;        // TOPK_FLAG_* of the row (written by thread 0 only)
 #ifdef TOPK_PROF
   long long prof[TOPK_PROF_N];
   unsigned long long gt0;   // global timer (ns) at the block's start, and its SM
@@ -252,6 +294,15 @@ __device__ static inline unsigned long long topk_globaltimer() {
 #define TOPK_FULL 0xFFFFFFFFu
 __device__ static inline unsigned topk_lane() { return (unsigned)threadIdx.x & 31u; }
 #endif
+
+// Number of significant bits of x (0 for 0).
+__device__ static inline int topk_bitlen(topk_u32 x) {
+#if defined(__CUDA_ARCH__) && !defined(TOPK_HIP)
+  return 32 - __clz((int)x);
+#else
+  return x ? 32 - __builtin_clz(x) : 0;
+#endif
+}
 
 // Index of the lowest set bit of a nonzero mask.
 __device__ static inline int topk_ctz(unsigned m) {
@@ -652,33 +703,6 @@ __device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* can
   }
 }
 
-// Steps 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
-template <typename Src>
-__device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const Src& src,
-                                          int t, int need_in_bin, int* out,
-                                          const TopkTransform& tr) {
-  TopkCollectOp cop;
-  cop.sh = &sh;
-  cop.cand = cand;
-  cop.t = t;
-  cop.out = out;
-  cop.tr = &tr;
-  src.visit(cop);
-  TOPK_SYNC();
-  TOPK_STAMP(sh, 4);
-  if (sh.cand_n <= TOPK_RANK_MAX && sh.cand_n <= TOPK_CAP) {
-    topk_rank_emit(sh, cand, sh.cand_n, need_in_bin, out, tr);
-    for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);
-  } else if (sh.cand_n <= TOPK_CAP) {
-    TopkListSrc ls;
-    ls.p = cand;
-    ls.n = sh.cand_n;
-    topk_refine_emit(sh, ls, -1, need_in_bin, out, tr);   // every candidate is in bin t
-  } else {
-    topk_refine_emit(sh, src, t, need_in_bin, out, tr);   // overflow: exact from the source
-  }
-}
-
 // Canonical fp32 bits of a fine key (inverse of topk_fine_key).
 TOPK_HD static inline topk_u32 topk_bits_of_fine(topk_u32 f) {
   return (f & 0x80000000u) ? (f & 0x7FFFFFFFu) : ~f;
@@ -720,6 +744,210 @@ __device__ static inline topk_u32 topk_fine_floor_of_bin_warp(int t0) {
 }
 #endif
 
+// Narrowing state in sh.hist, which is free from the narrowing's start until its in-list finish
+// (the coarse histogram's values are read before; rank and refine clear it themselves):
+// the threshold's fine-key interval, and the smallest and largest key seen in it.
+#define TOPK_NLO(sh) (*(topk_u32*)&(sh).hist[0])
+#define TOPK_NHI(sh) (*(topk_u32*)&(sh).hist[1])
+#define TOPK_NMIN(sh) (*(topk_u32*)&(sh).hist[2])
+#define TOPK_NMAX(sh) (*(topk_u32*)&(sh).hist[3])
+
+// Fine-key interval [lo, hi] of coarse bin t (both block-uniform; all threads call it).
+__device__ static inline void topk_bin_range(TopkShared& sh, int t) {
+#ifdef TOPK_WARP_AGG
+  if (TOPK_TID < 32) {
+    const topk_u32 lo = topk_fine_floor_of_bin_warp(t);
+    const topk_u32 up = t + 1 < TOPK_BINS ? topk_fine_floor_of_bin_warp(t + 1) : 0u;
+    if (TOPK_TID == 0) {
+      TOPK_NLO(sh) = lo;
+      TOPK_NHI(sh) = t + 1 < TOPK_BINS ? up - 1u : 0xFFFFFFFFu;
+    }
+  }
+#else
+  if (TOPK_TID == 0) {
+    TOPK_NLO(sh) = topk_fine_floor_of_bin(t);
+    TOPK_NHI(sh) = t + 1 < TOPK_BINS ? topk_fine_floor_of_bin(t + 1) - 1u : 0xFFFFFFFFu;
+  }
+#endif
+  TOPK_SYNC();
+}
+
+// Bins of a narrowing pass (the candidate buffer, free then, holds them): a power of two, at
+// most 8192, at most the buffer's 2 * TOPK_CAP ints.
+#define TOPK_NB_CAP (2 * TOPK_CAP < 8192 ? 2 * TOPK_CAP : 8192)
+#define TOPK_NB (TOPK_NB_CAP >= 8192 ? 8192 : TOPK_NB_CAP >= 4096 ? 4096 : TOPK_NB_CAP >= 2048 ? 2048 : \
+                 TOPK_NB_CAP >= 1024 ? 1024 : TOPK_NB_CAP >= 512 ? 512 : TOPK_NB_CAP >= 256 ? 256 : \
+                 TOPK_NB_CAP >= 128 ? 128 : TOPK_NB_CAP >= 64 ? 64 : TOPK_NB_CAP >= 32 ? 32 : 16)
+#define TOPK_NB_LOG2 (TOPK_NB == 8192 ? 13 : TOPK_NB == 4096 ? 12 : TOPK_NB == 2048 ? 11 : \
+                      TOPK_NB == 1024 ? 10 : TOPK_NB == 512 ? 9 : TOPK_NB == 256 ? 8 : TOPK_NB == 128 ? 7 : \
+                      TOPK_NB == 64 ? 6 : TOPK_NB == 32 ? 5 : 4)
+
+// One pass of the interval narrowing (see topk_narrow_finish) over (index, bits) pairs with fine
+// key k: emits k in (hi, emit_hi] (values above the interval not emitted before), and for k in
+// [lo, hi]: mode 0 counts (k - lo) >> shift in hist; mode 1 appends to the candidate list;
+// mode 2 (lo == hi, the exact threshold key) emits the first `need` of them.
+struct TopkRangeOp {
+  TopkShared* sh;
+  int* hist;
+  topk_u32* cand;
+  topk_u32 lo, hi, emit_hi;
+  int shift, mode, need;
+  int* out;
+  const TopkTransform* tr;
+  topk_u32 kmin, kmax;   // this thread's smallest and largest key in [lo, hi] (mode 0)
+  template <bool U>
+  __device__ inline void call(int idx, topk_u32 bits, bool valid) {
+    const topk_u32 k = topk_fine_key(bits);
+    const bool above = valid && k > hi && k <= emit_hi;
+    const bool in = valid && k >= lo && k <= hi;
+    if (mode == 0) {
+      if (in) {
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+      }
+      topk_hist_add<U>(hist, in ? (int)((k - lo) >> shift) : 0, in);
+    } else if (mode == 1) {
+      const int c = topk_reserve<U>(&sh->cand_n, in);
+      if (c >= 0 && c < TOPK_CAP) {
+        cand[2 * c] = (topk_u32)idx;
+        cand[2 * c + 1] = bits;
+      }
+    }
+    const int e = topk_reserve<U>(&sh->eq_taken, mode == 2 && in);
+    const int pos = topk_reserve<U>(&sh->out_pos, above || (e >= 0 && e < need));
+    if (pos >= 0) out[pos] = tr->apply(idx);
+  }
+};
+
+// One pass; mode 0 also leaves the interval's smallest and largest key in TOPK_NMIN / TOPK_NMAX.
+template <typename Src>
+__device__ static inline void topk_range_pass(TopkShared& sh, TopkRangeOp& op, const Src& src) {
+  if (op.mode == 0) {
+    op.kmin = 0xFFFFFFFFu;
+    op.kmax = 0u;
+    if (TOPK_TID == 0) {
+      TOPK_NMIN(sh) = 0xFFFFFFFFu;
+      TOPK_NMAX(sh) = 0u;
+    }
+    TOPK_SYNC();
+  }
+  src.visit(op);
+  if (op.mode == 0 && op.kmin <= op.kmax) {
+    topk_atomic_min_u(&TOPK_NMIN(sh), op.kmin);
+    topk_atomic_max_u(&TOPK_NMAX(sh), op.kmax);
+  }
+  TOPK_SYNC();
+}
+
+// Sources report whether a pass over them re-reads the row (TOPK_FLAG_ROW_PASSES).
+template <typename Src> struct TopkIsRow { static constexpr bool value = false; };
+template <> struct TopkIsRow<TopkRowSrc> { static constexpr bool value = true; };
+
+// Bin t holds more than the candidate list: narrow its fine-key interval by histogram passes over
+// `src` (TOPK_NB bins each, in the candidate buffer) until the interval's values fit the list
+// (then one collect pass and the in-list finish) or it is a single key (then one pass emits
+// `need` of its values). Each pass also emits the values between the new interval and the
+// previous one, so every value is emitted once. above_done: the values above bin t are already
+// emitted (else the first pass emits them). A 32-bit key takes at most three narrowing passes at
+// 4096+ bins (typically one: values spread over the bin). Exact for any source, no global memory.
+template <typename Src>
+__device__ static TOPK_NOINLINE void topk_narrow_finish(TopkShared& sh, topk_u32* cand, const Src& src, int t,
+                                                 int count, int need, bool above_done, int* out,
+                                                 const TopkTransform& tr) {
+  if (TOPK_TID == 0) {
+    sh.flags |= TOPK_FLAG_BIN_OVF | (TopkIsRow<Src>::value ? TOPK_FLAG_ROW_PASSES : 0);
+    sh.cand_n = 0;
+    sh.eq_taken = 0;
+  }
+  topk_bin_range(sh, t);
+  TopkRangeOp op;
+  op.sh = &sh;
+  op.hist = (int*)cand;
+  op.cand = cand;
+  op.lo = TOPK_NLO(sh);
+  op.hi = TOPK_NHI(sh);
+  op.emit_hi = above_done ? op.hi : 0xFFFFFFFFu;
+  op.out = out;
+  op.tr = &tr;
+  op.need = need;
+  for (;;) {                                  // every decision below is block-uniform
+    if (op.lo == op.hi || count <= TOPK_CAP) break;
+    const topk_u32 w = op.hi - op.lo;
+    const int bl = topk_bitlen(w);            // w > 0
+    op.shift = bl > TOPK_NB_LOG2 ? bl - TOPK_NB_LOG2 : 0;
+    op.mode = 0;
+    for (int i = TOPK_TID; i < TOPK_NB; i += TOPK_THREADS) op.hist[i] = 0;
+    TOPK_SYNC();
+    topk_range_pass(sh, op, src);
+    topk_find_threshold_in(sh, op.hist, TOPK_NB, op.need);
+    const int b = sh.sel_bin;
+    op.need -= sh.sel_above;
+    count = op.hist[b];
+    topk_u32 nlo = op.lo + ((topk_u32)b << op.shift);
+    const topk_u32 mask = (1u << op.shift) - 1u;
+    topk_u32 nhi = op.hi - nlo > mask ? nlo + mask : op.hi;
+    if (TOPK_NMIN(sh) > nlo) nlo = TOPK_NMIN(sh);         // the interval's values lie in [nmin, nmax]:
+    if (TOPK_NMAX(sh) < nhi) nhi = TOPK_NMAX(sh);         // a bin of ties collapses to its key at once
+    op.emit_hi = op.hi;
+    op.hi = nhi;
+    op.lo = nlo;
+    TOPK_SYNC();                              // every thread has read sel_*, hist[b], nmin/nmax
+  }
+  if (op.lo == op.hi) {                       // the exact threshold key: take `need` of it
+    op.mode = 2;
+    topk_range_pass(sh, op, src);
+    return;
+  }
+  op.mode = 1;                                // the interval's values fit the list
+  topk_range_pass(sh, op, src);
+  const int n = sh.cand_n;
+  if (n <= TOPK_RANK_MAX) {
+    topk_rank_emit(sh, cand, n, op.need, out, tr);
+  } else {
+    TopkListSrc ls;
+    ls.p = cand;
+    ls.n = n;
+    topk_refine_emit(sh, ls, -1, op.need, out, tr);
+  }
+}
+
+// Steps 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
+// count: bin t's population (from the histogram). A bin that does not fit the list is narrowed
+// by passes over the source (topk_narrow_finish), as is one whose collect overflowed anyway (a
+// count that was a lower bound).
+template <typename Src>
+__device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const Src& src,
+                                          int t, int count, int need_in_bin, int* out,
+                                          const TopkTransform& tr) {
+  if (count > TOPK_CAP) {
+    TOPK_STAMP(sh, 4);
+    topk_narrow_finish(sh, cand, src, t, count, need_in_bin, false, out, tr);
+    return;
+  }
+  TopkCollectOp cop;
+  cop.sh = &sh;
+  cop.cand = cand;
+  cop.t = t;
+  cop.out = out;
+  cop.tr = &tr;
+  src.visit(cop);
+  TOPK_SYNC();
+  TOPK_STAMP(sh, 4);
+  if (sh.cand_n <= TOPK_RANK_MAX && sh.cand_n <= TOPK_CAP) {
+    topk_rank_emit(sh, cand, sh.cand_n, need_in_bin, out, tr);
+    for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);
+  } else if (sh.cand_n <= TOPK_CAP) {
+    TopkListSrc ls;
+    ls.p = cand;
+    ls.n = sh.cand_n;
+    topk_refine_emit(sh, ls, -1, need_in_bin, out, tr);   // every candidate is in bin t
+  } else {                         // more than `count` (a lower bound): narrow, bins > t emitted
+    const int n = sh.cand_n;
+    TOPK_SYNC();
+    topk_narrow_finish(sh, cand, src, t, n, need_in_bin, true, out, tr);
+  }
+}
+
 #ifndef TOPK_KEEP_UNROLL
 #define TOPK_KEEP_UNROLL 4   // 16-byte loads in flight per thread in the long-row main pass
 #endif
@@ -748,11 +976,14 @@ struct TopkKeepDst {
   topk_u2* glist;
   int gcap;
   int gdelta;
+  // SPILL = false: the caller knows slot < stage_cap (the common case, decided once per warp
+  // and iteration), so the store has no branch.
+  template <bool SPILL = true>
   __device__ inline void put(int slot, topk_u32 idx, topk_u32 bits) const {
     topk_u2 e;
     e.x = idx;
     e.y = bits;
-    if (slot < stage_cap) {
+    if (!SPILL || slot < stage_cap) {
       stage[slot] = e;
     } else {
       const int g = slot + gdelta;
@@ -776,7 +1007,7 @@ __device__ static inline float topk_pick(const topk_f4* q, int j) {
   return x;
 }
 
-template <int U, bool HIST>
+template <int U, bool HIST, bool SPILL>
 __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int pos, int i4_0,
                                               int head, int idx_off, const TopkKeepDst& dst,
                                               int* hist) {
@@ -786,7 +1017,8 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
     const int j = topk_ctz(km);
     km &= km - 1u;
     const topk_u32 bits = topk_canon(topk_bits(topk_pick<U>(q, j)));
-    dst.put(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
+    dst.template put<SPILL>(pos, (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)),
+                            bits);
     if (HIST) topk_hist_inc(hist, topk_bin(bits));
     ++pos;
   }
@@ -819,13 +1051,14 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
   dst.stage_cap = SPLIT ? stage_cap : cap;
   dst.glist = glist;
   dst.gcap = SPLIT ? cap : 0;
-  dst.gdelta = 0;
+  dst.gdelta = (SPLIT && !GSPILL) ? -stage_cap : 0;   // no global counter: the region follows the stage
   int head = (int)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) >> 2);
   if ((((unsigned long long)p) & 3ull) != 0ull) head = n;
   if (head > n) head = n;
   const topk_f4* v = (const topk_f4*)(p + head);
   const int nv = (n - head) >> 2;
   for (int b4 = 0; b4 < nv; b4 += U * TOPK_THREADS) {
+    TOPK_WARP_RECONVERGE();   // each iteration starts converged (see TOPK_WARP_RECONVERGE)
     topk_f4 q[U];
     unsigned km = 0u;
     if (b4 + U * TOPK_THREADS <= nv) {   // full iteration (block-uniform): no bounds checks
@@ -886,7 +1119,18 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
       if (GSPILL && over > 0) dst.gdelta = topk_atomic_add_dev(gctr, over) - lo;
     }
 #endif
-    if (km) topk_keep_store<U, HIST>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    // Every slot of this warp (CUDA) or lane (HIP, host) in the stage: the branch-free store
+    // (the clean rows' only path); else the store that may spill past the stage.
+#ifdef TOPK_WARP_AGG
+    const bool spills = sbase + total > dst.stage_cap;   // warp-uniform
+#else
+    const bool spills = pos + cnt > dst.stage_cap;
+#endif
+    if (spills) {
+      if (km) topk_keep_store<U, HIST, true>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    } else if (km) {
+      topk_keep_store<U, HIST, false>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    }
   }
   // scalar head and tail (at most 3 + 3 elements): per-lane atomics
   for (int j = tid; j < head + (n - head - 4 * nv); j += TOPK_THREADS) {
@@ -1003,10 +1247,19 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
 }
 
 // A row of at most K values: all of them (transformed), then -1; no threshold bin.
+// diag: the row's two report ints (count(t), TOPK_FLAG_*).
 __device__ static inline void topk_short_row(int* o, int len, int K, const TopkTransform& tr,
-                                             int* bin_count) {
+                                             int* diag) {
   for (int i = TOPK_TID; i < K; i += TOPK_THREADS) o[i] = (i < len) ? tr.apply(i) : -1;
-  if (TOPK_TID == 0) *bin_count = 0;
+  if (TOPK_TID == 0) {
+    diag[0] = 0;
+    diag[1] = 0;
+  }
+}
+
+// The row's report: diag[0] = count(t) (written where t is found), diag[1] = its flags.
+__device__ static inline void topk_write_flags(const TopkShared& sh, int* diag) {
+  if (TOPK_TID == 0) diag[1] = sh.flags;   // thread 0 is the only writer of sh.flags
 }
 
 // Zero the block's counters and histogram (all threads call it; ends with a barrier).
@@ -1016,6 +1269,7 @@ __device__ static inline void topk_block_init(TopkShared& sh) {
     sh.cand_n = 0;
     sh.eq_taken = 0;
     sh.scratch_n = 0;
+    sh.flags = 0;
 #ifdef TOPK_PROF
     for (int i = 0; i < TOPK_PROF_N; ++i) sh.prof[i] = 0;
     sh.gt0 = topk_globaltimer();
@@ -1026,27 +1280,39 @@ __device__ static inline void topk_block_init(TopkShared& sh) {
   TOPK_SYNC();
 }
 
-// The plain path of one row (len > K): histogram of the whole row, threshold bin, collect,
-// refine. Needs the counters of sh zeroed and sh.hist cleared (as on kernel entry).
-__device__ static inline void topk_row_plain(TopkShared& sh, topk_u32* cand, const float* p,
-                                             int len, int K, int* o, const TopkTransform& tr,
-                                             int* bin_count) {
-  TopkHistOp hop;
-  hop.hist = sh.hist;
-  TopkRowSrc rs;
-  rs.p = p;
-  rs.n = len;
-  rs.visit(hop);
-  TOPK_SYNC();
+// Steps 1-3 over a source whose coarse histogram is in sh.hist (exact for every bin at or above
+// the threshold bin): threshold bin, collect, refine. diag[0] = count(t).
+template <typename Src>
+__device__ static inline void topk_from_hist(TopkShared& sh, topk_u32* cand, const Src& src, int K,
+                                             int* o, const TopkTransform& tr, int* diag) {
   topk_find_threshold(sh, TOPK_BINS, K);
   TOPK_STAMP(sh, 3);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
-  if (TOPK_TID == 0) *bin_count = sh.hist[t];
+  const int count = sh.hist[t];
+  if (TOPK_TID == 0) diag[0] = count;
   TOPK_SYNC();
-  topk_finish(sh, cand, rs, t, K - above, o, tr);
+  topk_finish(sh, cand, src, t, count, K - above, o, tr);
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
+}
+
+// The plain path of one row (len > K): histogram of the whole row (unless have_hist: sh.hist
+// already holds one that is exact from the threshold bin up), then topk_from_hist. Needs the
+// counters of sh zeroed and sh.hist cleared (as on kernel entry).
+__device__ static TOPK_NOINLINE void topk_row_plain(TopkShared& sh, topk_u32* cand, const float* p,
+                                             int len, int K, int* o, const TopkTransform& tr,
+                                             int* diag, bool have_hist = false) {
+  TopkRowSrc rs;
+  rs.p = p;
+  rs.n = len;
+  if (!have_hist) {
+    TopkHistOp hop;
+    hop.hist = sh.hist;
+    rs.visit(hop);
+    TOPK_SYNC();
+  }
+  topk_from_hist(sh, cand, rs, K, o, tr, diag);
 }
 
 // Which kernels a build emits (each compile costs seconds: the launcher asks only for what it uses):
@@ -1132,9 +1398,10 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   int* o = out + (long long)row * (long long)K;
 
   const TopkTransform tr = topk_transform_of(mode, table, table_stride, page_bits, row);
+  int* diag = bin_counts + 2ll * row;
 
   if (len <= K) {
-    topk_short_row(o, len, K, tr, bin_counts + row);
+    topk_short_row(o, len, K, tr, diag);
     return;
   }
 
@@ -1142,11 +1409,13 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   TOPK_STAMP(sh, 0);
 
   // Long rows: a strided sample guesses a bin t0; the main pass keeps only elements of bins
-  // >= t0 (in the scratch list), here or already by topk_split_keep_kernel (presplit). If fewer
-  // than K are kept (a bad guess) or the list overflows, the row is done the plain way: exact.
+  // >= t0 (in the scratch list), here or already by topk_split_keep_kernel (presplit). If the
+  // list overflowed, its coarse histogram is still complete (every kept value counted): the row
+  // is finished from it with one collect pass over the row. If fewer than K were kept (a bad
+  // guess), the row is done the plain way. Exact in every case; both set TOPK_FLAG_REPLAY.
   const bool use_long = topk_use_long(len, K, prefix_len, scratch_cap);
   topk_u32* srow = scratch + (long long)row * 2ll * (long long)scratch_cap;
-  bool done = false;
+  bool done = false, have_hist = false;
   if (use_long) {
     int kept;
     if (presplit) {
@@ -1160,31 +1429,35 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       TOPK_STAMP(sh, 2);
       kept = sh.scratch_n;
     }
-    if (kept <= scratch_cap && kept >= K) {
-      TopkListSrc ls;
-      ls.p = srow;
-      ls.n = kept;
+    const bool list_ok = kept <= scratch_cap;
+    if (kept >= K) {
       if (presplit) {   // the split blocks summed their histograms in the row's record
         const int* gh = split_kept + (long long)row * TOPK_SPLIT_REC + 1;
         for (int i = tid; i < TOPK_BINS; i += TOPK_THREADS) sh.hist[i] = gh[i];
         TOPK_SYNC();
       }                 // (one block per row: the keep pass built it in sh.hist)
-      topk_find_threshold(sh, TOPK_BINS, K);
-      TOPK_STAMP(sh, 3);
-      const int t = sh.sel_bin;
-      const int above = sh.sel_above;
-      if (tid == 0) bin_counts[row] = sh.hist[t];
-      TOPK_SYNC();
-      topk_finish(sh, cand, ls, t, K - above, o, tr);
-      TOPK_PROF_SYNC();
-      TOPK_STAMP(sh, 9);
-      done = true;
-    } else {
-      topk_clear_hist(sh, TOPK_BINS);
+      // The kept set is an upper set holding every key >= f0, plus -0.0 where f0 = fine(+0.0):
+      // the histogram is exact at every bin >= t except -0.0's, where only the list (an upper
+      // set itself) is complete: an overflowed list with that threshold bin takes the plain path.
+      if (list_ok) {
+        TopkListSrc ls;
+        ls.p = srow;
+        ls.n = kept;
+        topk_from_hist(sh, cand, ls, K, o, tr, diag);
+        done = true;
+      } else {
+        topk_find_threshold(sh, TOPK_BINS, K);
+        have_hist = sh.sel_bin != topk_bin(0x80000000u);   // block-uniform
+      }
+    }
+    if (!done) {
+      if (tid == 0) sh.flags |= TOPK_FLAG_REPLAY;
+      if (!have_hist) topk_clear_hist(sh, TOPK_BINS);
       TOPK_SYNC();
     }
   }
-  if (!done) topk_row_plain(sh, cand, p, len, K, o, tr, bin_counts + row);
+  if (!done) topk_row_plain(sh, cand, p, len, K, o, tr, diag, have_hist);
+  topk_write_flags(sh, diag);
   TOPK_PROF_DUMP(sh, o);
 }
 #endif  // !TOPK_CLUSTER && !TOPK_SPLIT_ONLY
@@ -1192,20 +1465,25 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 // ---------------------------------------------------------------------------------------------
 // Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 8): a long row
 // is handled by one thread-block cluster of S blocks that share their shared memory (DSMEM), in
-// one kernel and without a global list:
+// one kernel:
 //  1. every block of the row computes the same f0 from the same sample (topk_sample_floor) and
 //     keeps the values of its slice with fine key >= f0 in its own dynamic shared memory (the
-//     LDS budget, TOPK_CAP entries), counting their coarse bins;
+//     LDS budget, TOPK_CAP entries; values beyond it spill to the block's own region of the
+//     row's global scratch list, scratch_cap / S entries: TOPK_FLAG_SPILL), counting their
+//     coarse bins;
 //  2. cluster barrier; every block reads all S kept counts and histograms (DSMEM), sums them and
 //     finds the same threshold bin t; its output slots for bins > t follow those of the blocks
 //     of lower rank (prefix sums of the histograms: no cross-block atomics);
-//  3. each block emits its kept values of bins > t; block 0 also compacts its bin-t values and
-//     pulls the other blocks' bin-t values into its own list (DSMEM reads);
-//  4. cluster barrier (no block leaves while block 0 still reads its memory); block 0 finishes
-//     bin t exactly (rank or radix refine), from the row itself if bin t overflowed its list.
-// A block stage that overflows, or fewer than K kept (a bad sample), sends the row to block 0's
-// plain path (exact). Rows that are not long (len <= K, short rows) are done by block 0 alone.
-// Same arguments, output and bin_counts as topk_transform_kernel (scratch is not used).
+//  3. each block emits its kept values of bins > t; when bin t fits one list, block 0 also
+//     compacts its own bin-t values and pulls the other blocks' (or they push them to it);
+//  4. block 0 finishes bin t exactly: rank or radix refine of its list, or, when bin t does not
+//     fit a list (TOPK_FLAG_BIN_OVF), radix passes over every block's kept list (DSMEM and the
+//     spill regions) while the other blocks wait; cluster barrier (no block leaves while block
+//     0 still reads its memory).
+// A spill region that overflows, or fewer than K kept (a bad sample), sends the row to block 0's
+// plain path (exact; TOPK_FLAG_REPLAY). Rows that are not long (len <= K, short rows) are done by
+// block 0 alone. Same arguments, output and bin_counts as topk_transform_kernel, then the
+// scratch list (scratch_cap entries of 8 bytes per row, used only for spills).
 #if defined(TOPK_CLUSTER)
 #if defined(TOPK_HIP)
 #error "TOPK_CLUSTER needs CUDA thread-block clusters (sm_90+); HIP builds use the split kernel"
@@ -1220,13 +1498,60 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 #error "TOPK_CLUSTER needs sm_90 or later (thread-block clusters)"
 #endif
 
+// The kept list of block r of the cluster: its shared stage (DSMEM for r != own rank), then its
+// spill region in global memory.
+struct TopkBlockList {
+  const topk_u32* stage;
+  const topk_u32* spill;
+  int n;                   // kept count (stage first, TOPK_CAP entries, then the spill)
+  bool sync_loads = false; // see TopkListSrc (the stage part only)
+  template <typename F>
+  __device__ inline void visit(F& f) const {
+    TopkListSrc a;
+    a.p = stage;
+    a.n = n < TOPK_CAP ? n : TOPK_CAP;
+    a.sync_loads = sync_loads;
+    a.visit(f);
+    if (n > TOPK_CAP) {    // block-uniform
+      TopkListSrc g;
+      g.p = spill;
+      g.n = n - TOPK_CAP;
+      g.visit(f);
+    }
+  }
+};
+
+// Every kept value of the row: the S blocks' lists.
+struct TopkClusterSrc {
+  topk_u32* stage;         // this block's stage (mapped to each rank)
+  const topk_u32* spill0;  // rank 0's spill region; rank r's is spill0 + 2 * r * region
+  int region;
+  const int* counts;       // kept count per rank
+  template <typename F>
+  __device__ inline void visit(F& f) const {
+    for (int r = 0; r < TOPK_CLUSTER; ++r) {
+      TopkBlockList l;
+      l.stage = topk_map_rank(stage, (unsigned)r);
+      l.spill = spill0 + 2ll * r * region;
+      l.n = counts[r];
+      l.visit(f);
+    }
+  }
+};
+
+// Bin t of a cluster row over every block's list (out of line: a cold path).
+__device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const TopkClusterSrc& all, int t,
+                                                         int need, int* o, const TopkTransform& tr) {
+  topk_refine_emit(sh, all, t, need, o, tr);
+}
+
 extern "C" __global__ void __cluster_dims__(TOPK_CLUSTER, 1, 1) __launch_bounds__(TOPK_THREADS)
 topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                     const int* __restrict__ lengths, int has_lengths,
                     const int* __restrict__ row_starts, int has_starts, int K,
                     int* __restrict__ out, int mode, const int* __restrict__ table,
                     int table_stride, int page_bits, int* __restrict__ bin_counts,
-                    int long_rows, int prefix_len) {
+                    int long_rows, int prefix_len, topk_u32* __restrict__ scratch) {
   constexpr int S = TOPK_CLUSTER;
   __shared__ __attribute__((aligned(16))) TopkShared sh;   // hist read as int4 across the cluster
   __shared__ __attribute__((aligned(16))) int topk_csum[TOPK_BINS];   // the row's histogram
@@ -1242,17 +1567,19 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const float* p = scores + (long long)row * (long long)row_stride + start;
   int* o = out + (long long)row * (long long)K;
   const TopkTransform tr = topk_transform_of(mode, table, table_stride, page_bits, row);
+  int* diag = bin_counts + 2ll * row;
 
   // Decisions below are uniform over the cluster (same row, same data): no block skips a
   // cluster barrier that another one waits at.
   if (!topk_use_long(len, K, prefix_len, long_rows)) {
     if (rank != 0) return;
     if (len <= K) {
-      topk_short_row(o, len, K, tr, bin_counts + row);
+      topk_short_row(o, len, K, tr, diag);
       return;
     }
     topk_block_init(sh);
-    topk_row_plain(sh, stage, p, len, K, o, tr, bin_counts + row);
+    topk_row_plain(sh, stage, p, len, K, o, tr, diag);
+    topk_write_flags(sh, diag);
     return;
   }
 
@@ -1263,9 +1590,14 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
   const int off = (int)rank * chunk < len ? (int)rank * chunk : len;
   const int n = len - off < chunk ? len - off : chunk;
+  // the row's scratch list (long_rows = its entries) in S spill regions, one per block
+  const int region = long_rows / S;
+  topk_u32* spill0 = scratch + (long long)row * 2ll * (long long)long_rows;
   if (n > 0)
-    topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0, nullptr, 0,
+    topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0,
+                                      (topk_u2*)(spill0 + 2ll * rank * region), region,
                                       (topk_u2*)stage, TOPK_CAP, off, sh.hist);
+  if (sh.scratch_n > TOPK_CAP) __threadfence();         // spilled: global stores before (1)
   topk_cluster_sync();                                   // (1) counts and histograms complete
   TOPK_STAMP(sh, 2);
 
@@ -1287,22 +1619,26 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   }
   TOPK_SYNC();
   int kept = 0;
-  bool fits = true;
+  bool fits = true, spilled = false;
 #pragma unroll
   for (int r = 0; r < S; ++r) {
     kept += topk_ckept[r];
-    fits = fits && topk_ckept[r] <= TOPK_CAP;
+    fits = fits && topk_ckept[r] <= TOPK_CAP + region;
+    spilled = spilled || topk_ckept[r] > TOPK_CAP;
   }
   if (!fits || kept < K) {                               // exact fallback: block 0, whole row
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);
-    topk_row_plain(sh, stage, p, len, K, o, tr, bin_counts + row);
+    if (tid == 0) sh.flags = TOPK_FLAG_REPLAY | (spilled ? TOPK_FLAG_SPILL : 0);
+    topk_row_plain(sh, stage, p, len, K, o, tr, diag);
+    topk_write_flags(sh, diag);
     return;
   }
   topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
+  const int nt = topk_csum[t];   // every bin-t value of the row is kept (kept >= f0)
   // this block's first output slot: the bins > t of the blocks of lower rank
   int mine = 0;
   for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
@@ -1314,11 +1650,13 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 #else
   if (mine) topk_atomic_add(&sh.out_pos, mine);
 #endif
-  // Push: when block 0's stage has room after its own kept entries for all of bin t, every
-  // block writes its bin-t entries there directly (DSMEM stores, at offsets from the
-  // histograms); otherwise block 0 compacts its own and pulls the others' (DSMEM loads).
-  const int base0 = topk_ckept[0];
-  const bool push = TOPK_CLUSTER_PUSH && base0 + topk_csum[t] <= TOPK_CAP;
+  // Bin t in one list: push, when block 0's stage has room after its own kept entries for all
+  // of bin t (every block writes its bin-t entries there directly: DSMEM stores, at offsets
+  // from the histograms); else pull (block 0 compacts its own and reads the others'). A bin t
+  // larger than a list is not collected: block 0 refines it over every list (step 4).
+  const int base0 = topk_ckept[0] < TOPK_CAP ? topk_ckept[0] : TOPK_CAP;
+  const bool bin_fits = nt <= TOPK_CAP;
+  const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
   if (push && tid == 0) {
     int coff = 0;
     for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
@@ -1335,46 +1673,69 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   cop.t = t;
   cop.out = o;
   cop.tr = &tr;
-  cop.collect = push || rank == 0;
-  TopkListSrc own;
-  own.p = stage;
+  cop.collect = push || (bin_fits && rank == 0);
+  TopkBlockList own;
+  own.stage = stage;
+  own.spill = spill0 + 2ll * rank * region;
   own.n = topk_ckept[rank];
-  own.sync_loads = !push && rank == 0;   // pull: bin t compacts in place at the stage's front
+  own.sync_loads = !push && bin_fits && rank == 0;   // pull: bin t compacts in place at the front
   own.visit(cop);
-  if (!push && rank == 0) {              // pull: then the other blocks' bin-t values, appended
+  if (!push && bin_fits && rank == 0) {  // pull: then the other blocks' bin-t values, appended
     cop.emit = false;
     for (int r = 1; r < S; ++r) {
-      TopkListSrc rem;
-      rem.p = topk_map_rank(stage, (unsigned)r);
+      TopkBlockList rem;
+      rem.stage = topk_map_rank(stage, (unsigned)r);
+      rem.spill = spill0 + 2ll * r * region;
       rem.n = topk_ckept[r];
       rem.visit(cop);
     }
+  }
+  if (!bin_fits) {
+    // Step 4 for a bin t larger than a list: block 0 refines it over every block's list while
+    // the others wait at the second barrier below (their stages stay readable). The first one:
+    // every block has read block 0's histogram (its output slots) before the refine reuses it.
+    topk_cluster_sync();                                 // (2a)
+    if (rank == 0) {
+      if (tid == 0) {
+        diag[0] = nt;
+        sh.out_pos = above;      // bin t fills the slots after every block's bins > t
+        sh.flags |= TOPK_FLAG_BIN_OVF | (spilled ? TOPK_FLAG_SPILL : 0);
+      }
+      TOPK_SYNC();
+      TopkClusterSrc all;
+      all.stage = stage;
+      all.spill0 = spill0;
+      all.region = region;
+      all.counts = topk_ckept;
+      topk_cluster_refine(sh, all, t, K - above, o, tr);
+      topk_write_flags(sh, diag);
+    }
+    topk_cluster_sync();                                 // (2) block 0 is done reading DSMEM
+    TOPK_PROF_SYNC();
+    TOPK_STAMP(sh, 9);
+    if (rank == 0) TOPK_PROF_DUMP(sh, o);
+    return;
   }
   topk_cluster_sync();                                   // (2) block 0 is done reading DSMEM
   if (rank != 0) return;
   TOPK_STAMP(sh, 4);
   if (tid == 0) {
-    bin_counts[row] = topk_csum[t];
+    diag[0] = nt;
     sh.out_pos = above;      // bin t fills the slots after every block's bins > t
+    sh.flags |= spilled ? TOPK_FLAG_SPILL : 0;
   }
   TOPK_SYNC();
-  const int nt = topk_csum[t];   // every bin-t value of the row is in the list (kept >= f0)
   const int need = K - above;
   topk_u32* cl = push ? stage + 2 * base0 : stage;
-  const int room = push ? TOPK_CAP - base0 : TOPK_CAP;
-  if (nt <= TOPK_RANK_MAX && nt <= room) {
+  if (nt <= TOPK_RANK_MAX) {
     topk_rank_emit(sh, cl, nt, need, o, tr);
-  } else if (nt <= room) {
+  } else {
     TopkListSrc ls;
     ls.p = cl;
     ls.n = nt;
     topk_refine_emit(sh, ls, -1, need, o, tr);
-  } else {                   // bin t overflowed the list: exact from the row itself
-    TopkRowSrc rs;
-    rs.p = p;
-    rs.n = len;
-    topk_refine_emit(sh, rs, t, need, o, tr);
   }
+  topk_write_flags(sh, diag);
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
   TOPK_PROF_DUMP(sh, o);
