@@ -1,7 +1,12 @@
-import csv, gzip, re, sys, collections
-def funcs(path):
+import csv, gzip, re, subprocess, sys, collections
+# The profiled kernels' sources, from git: v8 = main's topk.cuh at e0d7e4c (as profiled at 5ec5817),
+# v9 = the first v9 (ac1ee86, the kernel of the ac503b1 wheel).
+def source(rev):
+    return subprocess.run(["git", "show", f"{rev}:kernels/topk/topk.cuh"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+def funcs(rev):
     spans, cur = [], None
-    for i, l in enumerate(open(path), 1):
+    for i, l in enumerate(source(rev), 1):
         m = re.match(r'^(?:template\s*<[^>]*>\s*)?(?:__device__|__global__|extern|TOPK_[A-Z_]*|static|inline|__forceinline__|\s)+.*?\b([a-z_][a-z0-9_]*)\s*\(', l)
         if m and not l.startswith(' ') and ';' not in l.split('(')[0]:
             cur = m.group(1)
@@ -16,7 +21,7 @@ def load(gz):
         if r and r[0].isdigit():
             out[int(r[0])] = (r[1], int(r[ie]) if r[ie].isdigit() else 0, int(r[ws]) if r[ws].isdigit() else 0)
     return out
-for tag, gz, src in (("v8", "source_v8_64x128K.csv.gz", "topk_v8.cuh"), ("v9", "source_v9_64x128K.csv.gz", "../../../../kernels/topk/topk.cuh")):
+for tag, gz, src in (("v8", "source_v8_64x128K.csv.gz", "e0d7e4c"), ("v9", "source_v9_64x128K.csv.gz", "ac1ee86")):
     d = load(gz); sp = funcs(src)
     byf = collections.Counter(); byfs = collections.Counter()
     for ln, (s, n, w) in d.items():
