@@ -224,3 +224,18 @@ def test_analytic_sm90_topk_is_two_blocks_per_sm_at_512_threads():
         row = occupancy_row(sm90, cfg, res)
         assert res.static_lds == 3104 and 32 < res.regs <= 64, res
         assert (row["blocks_per_cu"], row["limiter"]) == (2, "registers"), row
+
+
+def test_launcher_signature_specialises_ints_as_tritons_launcher_does():
+    from occtune.tritonxc import launcher_signature
+
+    sig, cx, attrs = launcher_signature({"x": "*fp32", "y": "*bf16"},
+                                        {"one": 1, "n16": 4096, "odd": 100, "big": 1 << 33, "M": 1, "S": 32},
+                                        {"BLOCK": 64}, not_specialised=("M", "S"))
+    assert list(sig) == ["x", "y", "one", "n16", "odd", "big", "M", "S", "BLOCK"]     # parameter order kept
+    assert [sig[k] for k in ("one", "n16", "odd", "big", "M", "S", "BLOCK")] == [
+        "constexpr", "i32", "i32", "i64", "i32", "i32", "constexpr"]               # M, S: not specialised
+    assert cx == {"one": 1, "BLOCK": 64}
+    # pointers and the specialised multiples of 16 (not S: not specialised) are marked divisible
+    assert sorted(i for (i,) in attrs) == [0, 1, 3, 5]
+    assert all(v == [["tt.divisibility", 16]] for v in attrs.values())

@@ -89,3 +89,16 @@ def test_profiles_dir_override(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("OCCTUNE_PROFILES")
         mod._load_all.cache_clear()
+
+
+def test_resolve_target_names_the_target_and_whether_it_is_the_local_gpu(monkeypatch):
+    import occtune.targets as t
+
+    monkeypatch.setattr(t, "local_target", lambda: "sm_90")
+    assert [(x.name, local) for x, local in (t.resolve_target(None), t.resolve_target("sm_90"),
+                                            t.resolve_target("gfx950"))] == [
+        ("sm_90", True), ("sm_90", True), ("gfx950", False)]
+    monkeypatch.setattr(t, "local_target", lambda: None)
+    with pytest.raises(t.UserError, match="no GPU found here; pass --target .* for the table"):
+        t.resolve_target(None, "the table")
+    assert t.resolve_target("gfx942")[1] is False

@@ -18,7 +18,7 @@ from occtune.engine.family import short as _short
 from occtune.engine.options import RunOptions, TimingOptions, check_untimed
 from occtune.engine.sweep import default_configs
 from occtune.errors import UserError
-from occtune.targets import local_target
+from occtune.targets import resolve_target
 
 
 @dataclass(frozen=True)
@@ -41,19 +41,14 @@ class SweepRequest:
 def run_request(req: SweepRequest, family: Any = None):
     """Run one sweep request end to end; returns the AnalyticResult or the TimedRun."""
     from occtune.engine.registry import get_family
-    from occtune.targets import load_target
 
     family = family if family is not None else get_family(req.family)
     configs = list(req.configs) if req.configs is not None else default_configs(family)
     workloads = list(req.workloads) if req.workloads is not None else family.workloads()
     if req.device == "cpu":
         return _timed(family, None, configs, workloads, req)
-    local = local_target()
-    name = req.target or local
-    if name is None:
-        raise UserError("no GPU found here; pass --target (e.g. --target gfx950) for the analytic sweep")
-    target = load_target(name)
-    if req.analytic or target.name != local:
+    target, local = resolve_target(req.target)
+    if req.analytic or not local:
         given = req.timed_flags or tuple(f for f, on in (("--devices", req.run.devices), ("--ray", req.run.ray)) if on)
         check_untimed(given, "--analytic asks for the analytic sweep" if req.analytic
                       else f"no {target.name} GPU is here, so this sweep is analytic")

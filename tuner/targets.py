@@ -169,6 +169,16 @@ def local_target() -> str | None:
     return detect()["target"]
 
 
+def resolve_target(name: str | None, what: str = "the analytic sweep"):
+    """(target, local): the named target, else this machine's GPU; ``local`` says whether it is
+    the GPU here (so a run can be timed). No name and no GPU: a UserError naming ``what``."""
+    local = local_target()
+    if not (name or local):
+        raise UserError(f"no GPU found here; pass --target (e.g. --target gfx950 or --target sm_90) for {what}")
+    target = load_target(name or local)
+    return target, target.name == local
+
+
 def detect(vendor: str | None = None) -> dict:
     """The local device as {"target": name or None, "device": text}, without failing. With
     ``vendor``, only a device of that vendor is looked for (none at all without its driver)."""

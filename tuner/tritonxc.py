@@ -125,3 +125,22 @@ def compile_info(fn, signature: dict, constexprs: dict, attrs: dict, target_name
     info = {"target": target_name, "threads": int(warps) * target.warp_size, "shared": int(k.metadata.shared)}
     info.update(nvidia_numbers(k.asm["cubin"]) if target.backend == "cuda" else amd_numbers(k.asm["amdgcn"]))
     return info
+
+
+def launcher_signature(pointers: dict, ints: dict, constexprs: dict, not_specialised=()) -> tuple:
+    """(signature, constexprs, attrs) as Triton's launcher specialises a call whose parameters are
+    ``pointers`` (name -> pointer type; 16-byte aligned), then ``ints`` (name -> value), then
+    ``constexprs`` (name -> value), in that order: an int equal to 1 becomes a constexpr and one
+    divisible by 16 gets the divisibility attribute, except those named in ``not_specialised``
+    (``do_not_specialize``); the others are i32 or i64 by value."""
+    sig, cx = dict(pointers), {}
+    for k, v in ints.items():
+        if v == 1 and k not in not_specialised:
+            sig[k], cx[k] = "constexpr", 1
+        else:
+            sig[k] = "i32" if v < 2**31 else "i64"
+    for k, v in constexprs.items():
+        sig[k], cx[k] = "constexpr", v
+    names = list(sig)
+    aligned = list(pointers) + [k for k, v in ints.items() if v != 1 and v % 16 == 0 and k not in not_specialised]
+    return sig, cx, {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}

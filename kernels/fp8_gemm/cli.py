@@ -80,8 +80,7 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @sweep_options
 def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **opts):
     """Time the Triton FP8 GEMM against the vendor libraries; build the per-(n, k, M) allow-list."""
-    from occtune.targets import local_target
-    from occtune.targets import load_target
+    from occtune.targets import resolve_target
 
     from .config import load_profile
     from .family import Fp8GemmFamily
@@ -89,15 +88,10 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, e
     run, timing = from_cli(opts)
     prof = load_profile()
     workloads = prof.workloads(parse_shapes(shapes), parse_int_list(ms, "--m") if ms else None)
-    local = local_target()
-    name = target_name or local
-    if name is None:
-        raise UserError("no GPU found here; pass --target (e.g. --target gfx950 or --target sm_90) for the "
-                        "analytic table of cross-compiled resources and occupancy")
-    target = load_target(name)
-    fam = Fp8GemmFamily(workloads, target=name, backends=parse_backends(backends, target.vendor),
-                        triton_configs=parse_triton(triton_text, name))
-    if analytic or name != local:
+    target, local = resolve_target(target_name, "the analytic table of cross-compiled resources and occupancy")
+    fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(backends, target.vendor),
+                        triton_configs=parse_triton(triton_text, target.name))
+    if analytic or not local:
         if export_dir:
             raise UserError("--export needs timed results: run tune fp8-gemm on a GPU of the target")
         if run.devices:

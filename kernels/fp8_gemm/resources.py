@@ -19,29 +19,18 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
     """(signature, constexprs, attrs) as the launcher specialises ``kernel.launch`` for this problem:
     A row-major, its scales column-major (stride [1, M]), B [N, K] row-major, C row-major; the
     kernel's NOT_SPECIALISED arguments stay plain integers."""
+    from occtune.tritonxc import launcher_signature
+
+    from .kernel import NOT_SPECIALISED
+
     kb = -(-K // 128)
     ints = {"M": M, "N": N, "K": K, "stride_am": K, "stride_ak": 1, "stride_bn": K, "stride_bk": 1,
             "stride_cm": N, "stride_cn": 1, "stride_asm": 1, "stride_ask": M, "stride_bsn": kb, "stride_bsk": 1}
     fp8 = _TRITON_FP8[fp8_dtype_name(target)]
-    sig = {"a_ptr": fp8, "b_ptr": fp8, "c_ptr": "*bf16", "as_ptr": "*fp32", "bs_ptr": "*fp32"}
-    from .kernel import NOT_SPECIALISED
-
-    cx = {}
-    for k, v in ints.items():
-        if v == 1 and k not in NOT_SPECIALISED:
-            sig[k], cx[k] = "constexpr", 1
-        else:
-            sig[k] = "i32" if v < 2**31 else "i64"
-    for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"):
-        sig[k], cx[k] = "constexpr", config[k]
-    sig["EVEN_K"], cx["EVEN_K"] = "constexpr", K % config["BLOCK_K"] == 0
-    sig["SCALE"], cx["SCALE"] = "constexpr", 128
-    sig["PIPE"], cx["PIPE"] = "constexpr", config.get("PIPE", 0)
-    names = list(sig)
-    aligned = ["a_ptr", "b_ptr", "c_ptr", "as_ptr", "bs_ptr"] + [
-        k for k, v in ints.items() if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
-    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
-    return sig, cx, attrs
+    pointers = {"a_ptr": fp8, "b_ptr": fp8, "c_ptr": "*bf16", "as_ptr": "*fp32", "bs_ptr": "*fp32"}
+    constexprs = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+    constexprs.update(EVEN_K=K % config["BLOCK_K"] == 0, SCALE=128, PIPE=config.get("PIPE", 0))
+    return launcher_signature(pointers, ints, constexprs, NOT_SPECIALISED)
 
 
 def compiled_resources(config: dict, target: str, workload: dict) -> Resources:

@@ -63,20 +63,14 @@ def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
 def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, as_json, **opts):
     """Sweep BLOCK_M x num_warps (x variant) of the RoPE kernel; writes results/<target>/rope.yaml."""
     from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
-    from occtune.targets import local_target
-    from occtune.targets import load_target
+    from occtune.targets import resolve_target
     from occtune.engine.options import reject_timed_options
 
     run, timing = from_cli(opts)
     configs = parse_grid(block_m, num_warps, variants)
     workloads = [parse_shape(s) for s in shapes] or [deepseek_workload(t) for t in DEEPSEEK_TOKENS]
-    local = local_target()
-    name = target_name or local
-    if name is None:
-        raise UserError("no GPU found here; pass --target (e.g. --target gfx950 or --target sm_90) for the "
-                        "analytic table of cross-compiled resources and occupancy")
-    target = load_target(name)
-    if analytic or name != local:
+    target, local = resolve_target(target_name, "the analytic table of cross-compiled resources and occupancy")
+    if analytic or not local:
         reject_timed_options(click.get_current_context(), f"this run is analytic (cross-compiled for "
                              f"{target.name}, nothing timed or written)", extra=("out_dir",))
         _analytic(target, configs, workloads, as_json)

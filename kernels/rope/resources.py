@@ -10,7 +10,7 @@ decides vectorisation and hence the register count.
 from __future__ import annotations
 
 from occtune.compiled import triton_resources
-from occtune.tritonxc import compilable_module
+from occtune.tritonxc import compilable_module, launcher_signature
 from occtune.engine.family import Resources
 
 from .config import validate_config
@@ -29,22 +29,11 @@ def _signature(workload: dict, config: dict):
     T, H, D, hd = int(w["T"]), int(w["H"]), int(w["D"]), int(w.get("head_dim") or w["D"])
     ints = {"T": T, "H": H, "D": D, "sx_t": H * hd, "sx_h": hd, "so_t": H * hd, "so_h": hd, "sf": D}
     xt = _TYPES[w["dtype"]]
-    sig = {"x_ptr": xt, "out_ptr": xt, "f_ptr": "*fp32", "pos_ptr": "*i64" if w["positions"] else "*fp32"}
-    cx = {}
-    for k, v in ints.items():
-        if v == 1 and k not in NOT_SPECIALISED:
-            sig[k], cx[k] = "constexpr", 1
-        else:
-            sig[k] = "i32" if v < 2**31 else "i64"
+    pointers = {"x_ptr": xt, "out_ptr": xt, "f_ptr": "*fp32", "pos_ptr": "*i64" if w["positions"] else "*fp32"}
     block_d = max(2, 1 << (D - 1).bit_length())
-    for k, v in (("HAS_POS", bool(w["positions"])), ("INVERSE", bool(w["inverse"])),
-                 ("BLOCK_M", config["BLOCK_M"]), ("BLOCK_D", block_d)):
-        sig[k], cx[k] = "constexpr", v
-    names = list(sig)
-    aligned = ["x_ptr", "out_ptr", "f_ptr", "pos_ptr"] + [k for k, v in ints.items()
-                                                         if v != 1 and v % 16 == 0 and k not in NOT_SPECIALISED]
-    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
-    return sig, cx, attrs
+    constexprs = {"HAS_POS": bool(w["positions"]), "INVERSE": bool(w["inverse"]), "BLOCK_M": config["BLOCK_M"],
+                  "BLOCK_D": block_d}
+    return launcher_signature(pointers, ints, constexprs, NOT_SPECIALISED)
 
 
 def compiled_resources(config: dict, target_name: str, workload: dict | None = None) -> Resources:
