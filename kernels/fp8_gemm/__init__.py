@@ -57,10 +57,11 @@ def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
     cfg = {"PIPE": 0, **(config or BASELINE_TRITON)}
     if a.device.type == "cpu":
         target = "sm_90"                # the interpreter runs every PIPE
-    else:
-        from occtune.targets import local_target
+    else:                               # the tensor's own GPU: no driver probe on every call
+        from occtune.targets import all_targets, device_target
 
-        target = local_target() or "an unknown device"
+        name = device_target(torch, a.device)
+        target = name if name in all_targets() else "an unknown device"
     why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] else "")
     if why:
         raise UserError(f"fp8_gemm: {why}")
