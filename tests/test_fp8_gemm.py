@@ -366,3 +366,72 @@ def test_an_explicit_triton_config_the_target_lacks_is_an_error_not_dropped():
     assert parse_triton("64,128,128,8,4,4,2", "sm_90")[0]["PIPE"] == 2
     with pytest.raises(UserError, match="PIPE=2 .*not gfx950"):
         parse_triton("64,128,128,8,4,4,2", "gfx950")
+
+
+WG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4, PIPE=5)
+
+
+def test_wgmma_pipes_run_on_sm90_only_with_their_tile_shapes():
+    big = {"M": 4096, "N": 7168, "K": 7168}
+    fam = Fp8GemmFamily([big], target="sm_90", triton_configs=[WG, {**WG, "PIPE": 4}])
+    cfg = {"backend": "triton", **WG}
+    assert fam.is_valid(cfg, big)[0] and fam.is_valid({**cfg, "PIPE": 4}, big)[0]
+    for w, frag in (({"M": 64, "N": 100, "K": 256}, "N % 8"), ({"M": 64, "N": 256, "K": 200}, "K % 16")):
+        ok, why = fam.is_valid(cfg, w)
+        assert not ok and frag in why
+    for bad, frag in (({"num_warps": 4}, "16 rows per warp"), ({"BLOCK_N": 256}, "BLOCK_N 64 or 128"),
+                      ({"BLOCK_K": 64}, "BLOCK_K=128"), ({"num_stages": 1}, "num_stages >= 2")):
+        loose = Fp8GemmFamily([big], target="sm_90", triton_configs=[{**WG, **bad}])
+        ok, why = loose.is_valid({**cfg, **bad}, big)
+        assert not ok and frag in why, (bad, why)
+    for target in ("sm_100", "sm_80"):        # wgmma is Hopper's: Blackwell has tcgen05 instead
+        other = Fp8GemmFamily([big], target=target, triton_configs=[WG, TRI])
+        assert [c["PIPE"] for c in other.profile.triton_configs(target)] == [0]
+        ok, why = other.is_valid(cfg, big)
+        assert not ok and "sm_90 target" in why and target in why
+    assert fam.safety_key(cfg) < fam.safety_key({"backend": "triton", **WG, "PIPE": 1})
+
+
+def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma():
+    """The point of PIPE 4/5: in the compiled sm_90 code a wgmma is still in flight while the
+    previous step is scaled (``WARPGROUP.DEPBAR.LE gsb0, 0x1``); a ptxas serialisation (every wait
+    at 0) or a spill would undo it."""
+    import subprocess
+    import tempfile
+
+    import triton
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from occtune.kernels.fp8_gemm import wgmma
+    from occtune.tritonxc import compilable_module, cuobjdump, gpu_target
+
+    w = {"M": 4096, "N": 7168, "K": 7168}
+    for cfg in (WG, {**WG, "BLOCK_M": 64, "num_warps": 4, "num_stages": 3, "PIPE": 4}):
+        res = compiled_resources({"backend": "triton", **cfg}, "sm_90", w)
+        assert res.threads == 32 * cfg["num_warps"] and 0 < res.regs <= 255 and not res.scratch_bytes
+        assert res.dynamic_lds >= cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * 128
+    if not cuobjdump():
+        pytest.skip("no cuobjdump to read the SASS")
+    fn = getattr(compilable_module(wgmma, wgmma.KERNEL_NAME), wgmma.KERNEL_NAME)
+    k = triton.compile(GluonASTSource(fn, *wgmma.signature(WG, 4096, 7168, 7168)), target=gpu_target("sm_90"),
+                       options={"num_warps": WG["num_warps"]})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    waits = [line.split("gsb0,")[1].split(";")[0].strip() for line in sass.splitlines() if "WARPGROUP.DEPBAR" in line]
+    assert waits.count("0x1") >= 2, waits
+    assert "QGMMA" in sass
+
+
+def test_wgmma_persistent_grid_comes_from_the_compiled_kernels_occupancy():
+    from types import SimpleNamespace
+
+    from occtune.kernels.fp8_gemm.wgmma import blocks_per_sm
+
+    def kernel(warps, shared, regs):
+        return SimpleNamespace(metadata=SimpleNamespace(num_warps=warps, shared=shared), n_regs=regs)
+
+    assert blocks_per_sm("sm_90", kernel(8, 163872, 228)) == 1      # 128 x 128, 4 stages: shared memory
+    assert blocks_per_sm("sm_90", kernel(4, 90136, 231)) == 2       # 64 x 128, 3 stages: registers
+    assert blocks_per_sm("sm_90", kernel(4, 40000, 64)) > 2

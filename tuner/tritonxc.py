@@ -118,7 +118,10 @@ def compile_info(fn, signature: dict, constexprs: dict, attrs: dict, target_name
     import triton
 
     target = gpu_target(target_name)
-    src = triton.compiler.ASTSource(fn, signature, constexprs, attrs)
+    source = triton.compiler.ASTSource
+    if getattr(fn, "is_gluon", lambda: False)():    # a @gluon.jit kernel (Triton's Gluon dialect)
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    src = source(fn, signature, constexprs, attrs)
     k = triton.compile(src, target=target, options=dict(options))
     # metadata.num_warps counts the warps warp specialisation adds (tl.range(warp_specialize=True))
     warps = getattr(k.metadata, "num_warps", None) or options.get("num_warps", 4)

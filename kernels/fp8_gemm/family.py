@@ -23,8 +23,8 @@ from occtune.engine.family import CheckResult, Family, Resources, key_of
 from occtune.targets import local_target
 
 from .backends import BACKENDS, availability, prepare, runner
-from .config import (TRITON_KEYS, amd_keys, baseline_config, config_problem, fp8_dtype_name, is_amd, library_config,
-                     load_profile, triton_values, validate_config, workload)
+from .config import (PIPES_WGMMA, TRITON_KEYS, amd_keys, baseline_config, config_problem, fp8_dtype_name, is_amd,
+                     library_config, load_profile, triton_values, validate_config, wgmma_problem, workload)
 
 CHECK_ROWS = 256
 
@@ -170,7 +170,11 @@ class Fp8GemmFamily(Family):
         why = config_problem(c, self.target)
         if why:
             return False, why
-        if c["PIPE"] and workload["K"] % 16:
+        if c["PIPE"] in PIPES_WGMMA:
+            why = wgmma_problem(c, workload["N"], workload["K"])
+            if why:
+                return False, why
+        elif c["PIPE"] and workload["K"] % 16:
             return False, f"PIPE={c['PIPE']} (TMA loads) needs K % 16 == 0 (16-byte row strides), K={workload['K']}"
         if c == base:
             return True, ""
@@ -200,7 +204,8 @@ class Fp8GemmFamily(Family):
         config to keep in sync, and it is what sglang now runs on every shape. Among Triton
         configs, less shared memory per block (fewer and smaller stages) is safer: it fits on more
         targets and leaves room for more blocks; pointer loads (PIPE 0) are safer than TMA
-        descriptors (PIPE 1, 2: sm_90+ only, a global scratch allocator, newer Triton features)."""
+        descriptors (PIPE 1-3: sm_90+ only, a global scratch allocator, newer Triton features), and
+        those are safer than the Gluon wgmma kernel (PIPE 4, 5: Triton's experimental dialect)."""
         if config.get("backend") != "triton":
             return 1.0
         smem = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]
@@ -215,7 +220,7 @@ class Fp8GemmFamily(Family):
 
     def source_hash(self) -> str:
         h = hashlib.sha256()
-        for name in ("kernel.py", "backends.py", "reference.py"):
+        for name in ("kernel.py", "wgmma.py", "backends.py", "reference.py"):
             h.update((Path(__file__).parent / name).read_bytes())
         return h.hexdigest()[:16]
 

@@ -30,6 +30,9 @@ How A and B reach the dot is the ``PIPE`` axis:
 - ``PIPE=3`` (NVIDIA sm_90+ only): as 2, persistent (``fp8_gemm_persistent_kernel``: one program
   per SM walks the tiles, the tile loop warp-specialised), so the producer loads the next tile
   while the consumers scale and store this one: for short K (the seed's K = 256 ... 2304).
+- ``PIPE=4`` and ``5`` (NVIDIA sm_90 only): a second kernel, written in Gluon with the wgmma
+  pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``): one
+  program per tile (4), persistent (5).
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
@@ -177,8 +180,10 @@ def fp8_gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
 
 
 def kernel_name(config: dict) -> str:
-    """The @triton.jit function that runs ``config`` (PIPE 3 is the persistent one)."""
-    return "fp8_gemm_persistent_kernel" if config.get("PIPE", 0) == 3 else "fp8_gemm_kernel"
+    """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4 and 5 are
+    wgmma.py's Gluon kernel)."""
+    pipe = config.get("PIPE", 0)
+    return "fp8_gemm_wgmma_kernel" if pipe in (4, 5) else "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
 
 
 # launch options that only AMD targets understand (HIPOptions), with their neutral values
@@ -227,6 +232,10 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     if M == 0 or N == 0:
         return
     pipe = config.get("PIPE", 0)
+    if pipe in (4, 5):
+        from . import wgmma
+
+        return wgmma.launch(a, a_s, b, b_s, out, config)
     if pipe and a.device.type == "cuda":
         _use_scratch()
     fn = globals()[kernel_name(config)]

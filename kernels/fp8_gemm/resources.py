@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from occtune.engine.family import Resources
 
-from .config import amd_keys, fp8_dtype_name
+from .config import PIPES_WGMMA, amd_keys, fp8_dtype_name
 
 _TRITON_FP8 = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8"}
 
@@ -41,9 +41,16 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
 
     from . import kernel
 
-    sig, cx, attrs = signature(target, int(workload["M"]), int(workload["N"]), int(workload["K"]), config)
+    M, N, K = int(workload["M"]), int(workload["N"]), int(workload["K"])
     name = kernel.kernel_name(config)
-    fn = getattr(compilable_module(kernel, name), name)
+    if config.get("PIPE", 0) in PIPES_WGMMA:     # the Gluon kernel (sm_90 only; config.pipe_runs_on)
+        from . import wgmma
+
+        sig, cx, attrs = wgmma.signature(config, M, N, K)
+        fn = getattr(compilable_module(wgmma, name), name)
+    else:
+        sig, cx, attrs = signature(target, M, N, K, config)
+        fn = getattr(compilable_module(kernel, name), name)
     opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
     return triton_resources(fn, sig, cx, attrs, target=target, options=opts)

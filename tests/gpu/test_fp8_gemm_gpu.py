@@ -40,7 +40,7 @@ def fam():
 
 def _triton_configs(fam):
     """The baseline, the first config of every M bucket and of every PIPE value (TMA, warp
-    specialisation: on NVIDIA sm_90+ only)."""
+    specialisation: on NVIDIA sm_90+ only; the Gluon wgmma kernel: sm_90 only, one per BLOCK_M)."""
     out = [fam.baseline_config()]
     for b in range(len(fam.profile.buckets)):
         c = fam.profile.triton_configs(fam.target, b)[0]
@@ -48,7 +48,7 @@ def _triton_configs(fam):
             out.append(c)
     pipes = {}
     for c in fam.profile.triton_configs(fam.target):
-        pipes.setdefault(c["PIPE"], c)
+        pipes.setdefault((c["PIPE"], c["BLOCK_M"] if c["PIPE"] in (4, 5) else 0), c)
     return out + [c for c in pipes.values() if c not in out]
 
 
@@ -65,8 +65,10 @@ def test_triton_matches_reference(fam, n, k, M):
         res = verify(out, inp, exp)
         assert res.ok, (cfg, res.reason)
     for name, adv in fam.adversarial_inputs(w, "cuda"):
-        out = fam.run(fam.build(fam.baseline_config(), "cuda"), adv)
-        assert verify(out, adv).ok, name
+        for cfg in _triton_configs(fam):
+            adv.out.fill_(float("nan"))
+            out = fam.run(fam.build(cfg, "cuda"), adv)
+            assert verify(out, adv).ok, (name, cfg)
 
 
 @pytest.mark.parametrize("backend", [b for b in LIBRARIES if b in backends_for(_vendor())])

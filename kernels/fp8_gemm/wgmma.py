@@ -1,0 +1,233 @@
+"""PIPE 4 and 5 (NVIDIA sm_90 only): the FP8 block-scaled GEMM written in Gluon, wgmma by hand.
+
+Same math, inputs and output as ``kernel.py`` (``C = (A * a_s) @ (B * b_s)^T`` in bf16). Why a
+second kernel: in Triton's own pipeline every K step's product is scaled in the same step, so
+Triton waits for that step's wgmma before issuing the next one (``wgmma.wait_group 0`` per step)
+and the tensor cores idle while the warps scale. Here the scaling lags one step behind the MMA:
+
+    issue wgmma(k)  ->  wait until only wgmma(k) is in flight  ->  acc += product(k-1) * scales(k-1)
+
+so step k runs on the tensor cores while step k-1 is scaled. The loop is unrolled by two so that
+an in-flight product never moves between registers (a loop-carried product did: ptxas then
+serialises every wgmma of the kernel, "C7514 ... non wgmma instructions reading accumulator
+registers"), and each new wgmma takes the accumulator as its (ignored, ``use_acc=False``) input,
+which keeps the scaling ahead of the next wgmma in program order (without it LLVM sank the
+scaling below that wgmma, which produced the same copy and serialisation).
+
+- A and B arrive by TMA into a ring of ``num_stages`` shared-memory slots, one mbarrier each; a
+  slot is refilled once the wgmma that read it is complete (with two warp groups, after a CTA
+  barrier: both are past it).
+- ``BLOCK_M`` is 16 rows per warp: 64 rows on 4 warps (one warp group), 128 on 8 (two, each a
+  64-row half); ``BLOCK_N`` <= 128 so a tile's B scale is one number per step; ``BLOCK_K`` = 128.
+- The bf16 tile leaves through shared memory by one TMA store (out-of-bounds rows and columns
+  are dropped), whose wait is deferred to the next tile's epilogue.
+- Programs walk the tiles with the grid's stride: PIPE 4 launches one program per tile, PIPE 5
+  (persistent) as many as fit on the device's SMs at once (from the compiled kernel's registers
+  and shared memory, ``occtune.occupancy``), so a program's next tile loads while its last
+  tile's store drains.
+
+Gluon is Triton's experimental low-level dialect; its names moved between Triton 3.6 and 3.9
+(``async_copy_global_to_shared`` -> ``async_load``, ``gl.barrier``): the aliases below take either.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                               warpgroup_mma_wait)
+
+_tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+_tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
+_barrier = gl.barrier if hasattr(gl, "barrier") else tl.debug_barrier   # a CTA-wide bar.sync either way
+
+KERNEL_NAME = "fp8_gemm_wgmma_kernel"
+
+
+@gluon.jit
+def _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES: gl.constexpr):
+    """Load this tile's K step ``step`` (global step ``base + step``) into its ring slot."""
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    slot = (base + step) % STAGES
+    bar = bars.index(slot)
+    pred = step < nk
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
+    _tma_load(a_desc, [off_m, step * BLOCK_K], bar, a_bufs.index(slot), pred=pred)
+    _tma_load(b_desc, [off_n, step * BLOCK_K], bar, b_bufs.index(slot), pred=pred)
+
+
+@gluon.jit
+def _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES: gl.constexpr,
+             num_warps: gl.constexpr):
+    """Step ``step - STAGES``'s wgmma is complete: load step ``step`` into its slot."""
+    if num_warps > 4:
+        _barrier()    # both warp groups are past that wgmma
+    _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES)
+
+
+@gluon.jit
+def _mma(a_bufs, b_bufs, bars, g, acc, STAGES: gl.constexpr):
+    """Wait for global step ``g``'s tiles and start their product (async, zero-initialised)."""
+    slot = g % STAGES
+    mbarrier.wait(bars.index(slot), (g // STAGES) & 1)
+    return warpgroup_mma(a_bufs.index(slot), b_bufs.index(slot).permute((1, 0)), acc, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _scales(as_ptrs, bs_ptr, step, stride_ask, stride_bsk):
+    """Step ``step``'s row scales times the tile's block scale: [BLOCK_M]."""
+    return gl.load(as_ptrs + step * stride_ask) * gl.load(bs_ptr + step * stride_bsk)
+
+
+@gluon.jit
+def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, bars, as_ptrs, bs_ptr, off_m, off_n, nk, base, stride_ask,
+              stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """One tile's fp32 result: the K loop, each step's product scaled while the next one runs."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    if num_warps > 4:
+        _barrier()    # both warp groups are past the previous tile's wgmmas before the ring refills
+    for s in gl.static_range(STAGES):
+        _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, s, off_m, off_n, nk, STAGES)
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
+    d0 = _mma(a_bufs, b_bufs, bars, base, acc, STAGES)
+    s0 = _scales(as_ptrs, bs_ptr, 0, stride_ask, stride_bsk)
+    for j in range(0, (nk - 1) // 2):
+        k = 1 + 2 * j
+        d1 = _mma(a_bufs, b_bufs, bars, base + k, acc, STAGES)
+        r0 = warpgroup_mma_wait(1, deps=(d0,))
+        _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, k - 1 + STAGES, off_m, off_n, nk, STAGES, num_warps)
+        acc = acc + r0 * s0[:, None]
+        s1 = _scales(as_ptrs, bs_ptr, k, stride_ask, stride_bsk)
+        d0 = _mma(a_bufs, b_bufs, bars, base + k + 1, acc, STAGES)
+        r1 = warpgroup_mma_wait(1, deps=(d1,))
+        _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, k + STAGES, off_m, off_n, nk, STAGES, num_warps)
+        acc = acc + r1 * s1[:, None]
+        s0 = _scales(as_ptrs, bs_ptr, k + 1, stride_ask, stride_bsk)
+    if nk % 2 == 0:
+        d1 = _mma(a_bufs, b_bufs, bars, base + nk - 1, acc, STAGES)
+        r0 = warpgroup_mma_wait(1, deps=(d0,))
+        acc = acc + r0 * s0[:, None]
+        s0 = _scales(as_ptrs, bs_ptr, nk - 1, stride_ask, stride_bsk)
+        last = warpgroup_mma_wait(0, deps=(d1,))
+    else:
+        last = warpgroup_mma_wait(0, deps=(d0,))
+    return acc + last * s0[:, None]
+
+
+@gluon.jit
+def fp8_gemm_wgmma_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, stride_asm, stride_ask, stride_bsn,
+                          stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """Programs walk the tiles in grouped order with the grid's stride (see the module docstring)."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, BLOCK_N, 32])
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    nk = (K + BLOCK_K - 1) // BLOCK_K
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    base = 0    # K steps this program has consumed: the ring position and mbarrier phase
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        in_group = GROUP_M * num_pid_n
+        first_m = (tile // in_group) * GROUP_M
+        group_m = min(num_pid_m - first_m, GROUP_M)
+        off_m = (first_m + (tile % in_group) % group_m) * BLOCK_M
+        off_n = ((tile % in_group) // group_m) * BLOCK_N
+        rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+        as_ptrs = as_ptr + (rows % M).to(gl.int64) * stride_asm     # rows past M wrap (their output is dropped)
+        bs_ptrs = bs_ptr + (off_n // 128) * stride_bsn
+        acc = _tile_acc(a_desc, b_desc, a_bufs, b_bufs, bars, as_ptrs, bs_ptrs, off_m, off_n, nk, base, stride_ask,
+                        stride_bsk, layout, STAGES, num_warps)
+        base += nk
+        tma.store_wait(0)    # the previous tile's store has read c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        _tma_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(s))
+
+
+def layouts(config: dict) -> dict:
+    """The shared-memory layouts of the A, B and C descriptors (what TMA and wgmma agree on)."""
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    return {"a": ([bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gl.float8e4nv)),
+            "b": ([bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gl.float8e4nv)),
+            "c": ([bm, bn], gl.NVMMASharedLayout.get_default_for([bm, bn], gl.bfloat16))}
+
+
+def signature(config: dict, M: int, N: int, K: int) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) of the launch :func:`launch` makes (A row-major, its scales
+    column-major, B [N, K] row-major, C row-major): what cross-compiles it (occtune.tritonxc)."""
+    lay = layouts(config)
+    ty = {"a": "fp8e4nv", "b": "fp8e4nv", "c": "bf16"}
+    sig = {f"{k}_desc": f"tensordesc<{ty[k]}[{', '.join(map(str, blk))}],{lt!r}>" for k, (blk, lt) in lay.items()}
+    sig.update({"as_ptr": "*fp32", "bs_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_asm": "constexpr",
+                "stride_ask": "i32", "stride_bsn": "i32", "stride_bsk": "constexpr", "GROUP_M": "constexpr",
+                "STAGES": "constexpr", "num_warps": "constexpr"})
+    cx = {"stride_asm": 1, "stride_bsk": 1, "GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"],
+          "num_warps": config["num_warps"]}
+    return sig, cx, {}
+
+
+def _descriptor(t, block, layout):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    if hasattr(TensorDescriptor, "from_tensor"):
+        return TensorDescriptor.from_tensor(t, block, layout)
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def launch(a, a_s, b, b_s, out, config: dict) -> None:
+    """``out = (a * a_s) @ (b * b_s)^T`` (fp8 e4m3 A [M, K], B [N, K], K-contiguous; ``out`` bf16
+    row-major; shapes checked by the caller, workload_problem by the family)."""
+    M, K = a.shape
+    N = b.shape[0]
+    lay = layouts(config)
+    descs = [_descriptor(t, *lay[k]) for k, t in (("a", a), ("b", b), ("c", out))]
+    args = (*descs, a_s, b_s, M, N, K, a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
+    kw = {"GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"], "num_warps": config["num_warps"]}
+    tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
+    programs = tiles
+    if config["PIPE"] == 5:
+        programs = min(tiles, _resident_programs(a.device, config, lambda: fp8_gemm_wgmma_kernel.warmup(
+            *args, grid=(1,), **kw)))
+    fp8_gemm_wgmma_kernel[(programs,)](*args, **kw)
+
+
+def _resident_programs(device, config: dict, compile_kernel) -> int:
+    """How many programs of this config run at once on ``device``: its SMs x :func:`blocks_per_sm`
+    of the compiled kernel (cached per device and config)."""
+    import torch
+
+    from occtune.targets import device_target
+
+    from .kernel import _sm_count
+
+    key = (str(device), tuple(sorted(config.items())))
+    if key not in _RESIDENT:
+        _RESIDENT[key] = blocks_per_sm(device_target(torch, device), compile_kernel()) * _sm_count(device)
+    return _RESIDENT[key]
+
+
+_RESIDENT: dict = {}
+
+
+def blocks_per_sm(target: str, kernel) -> int:
+    """Blocks of a compiled Triton ``kernel`` resident per SM of ``target`` (its warps, registers
+    and shared memory through occtune.occupancy; at least 1)."""
+    from occtune.occupancy import KernelResources, nvidia_occupancy
+    from occtune.targets import load_target
+
+    res = KernelResources(threads=kernel.metadata.num_warps * 32, dynamic_lds=kernel.metadata.shared,
+                          regs=kernel.n_regs)
+    return max(1, nvidia_occupancy(load_target(target), res).blocks_per_cu)
