@@ -143,8 +143,10 @@ def _cfg_text(c: dict) -> str:
 
 
 def pipe_text(c: dict) -> list[str]:
-    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"] or ["persistent"] (kernel.py's PIPE)."""
-    return [{1: "tma", 2: "tma+ws", 3: "persistent"}[c["PIPE"]]] if c.get("PIPE") else []
+    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"] or
+    ["wgmma+persistent"] (kernel.py's PIPE)."""
+    names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent"}
+    return [names[c["PIPE"]]] if c.get("PIPE") else []
 
 
 def _print_analytic(fam, target, res, label, libs, console) -> None:

@@ -228,6 +228,8 @@ def blocks_per_sm(target: str, kernel) -> int:
     from occtune.occupancy import KernelResources, nvidia_occupancy
     from occtune.targets import load_target
 
+    if getattr(kernel, "n_regs", None) is None:
+        kernel._init_handles()      # Triton loads the module (and reads its registers) on first launch
     res = KernelResources(threads=kernel.metadata.num_warps * 32, dynamic_lds=kernel.metadata.shared,
                           regs=kernel.n_regs)
     return max(1, nvidia_occupancy(load_target(target), res).blocks_per_cu)
