@@ -385,17 +385,21 @@ def test_wgmma_pipes_run_on_sm90_only_with_their_tile_shapes():
         ok, why = loose.is_valid({**cfg, **bad}, big)
         assert not ok and frag in why, (bad, why)
     for target in ("sm_100", "sm_80"):        # wgmma is Hopper's: Blackwell has tcgen05 instead
-        other = Fp8GemmFamily([big], target=target, triton_configs=[WG, TRI])
+        other = Fp8GemmFamily([big], target=target, triton_configs=[WG, {**WG, "PIPE": 6}, TRI])
         assert [c["PIPE"] for c in other.profile.triton_configs(target)] == [0]
         ok, why = other.is_valid(cfg, big)
         assert not ok and "sm_90 target" in why and target in why
-    assert fam.safety_key(cfg) < fam.safety_key({"backend": "triton", **WG, "PIPE": 1})
+    assert fam.safety_key({**cfg, "PIPE": 6}) < fam.safety_key(cfg) < fam.safety_key({"backend": "triton", **WG, "PIPE": 1})
+    ws = Fp8GemmFamily([big], target="sm_90", triton_configs=[{**WG, "PIPE": 6}])
+    assert ws.is_valid({**cfg, "PIPE": 6}, big)[0]
 
 
 def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma():
-    """The point of PIPE 4/5: in the compiled sm_90 code a wgmma is still in flight while the
+    """The point of PIPE 4-6: in the compiled sm_90 code a wgmma is still in flight while the
     previous step is scaled (``WARPGROUP.DEPBAR.LE gsb0, 0x1``); a ptxas serialisation (every wait
-    at 0) or a spill would undo it."""
+    at 0) or a spill would undo it. PIPE 6 also hands the producer warp's registers to the
+    consumers (setmaxnreg)."""
+    import re
     import subprocess
     import tempfile
 
@@ -412,16 +416,21 @@ def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma()
         assert res.dynamic_lds >= cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * 128
     if not cuobjdump():
         pytest.skip("no cuobjdump to read the SASS")
-    fn = getattr(compilable_module(wgmma, wgmma.KERNEL_NAME), wgmma.KERNEL_NAME)
-    k = triton.compile(GluonASTSource(fn, *wgmma.signature(WG, 4096, 7168, 7168)), target=gpu_target("sm_90"),
-                       options={"num_warps": WG["num_warps"]})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    waits = [line.split("gsb0,")[1].split(";")[0].strip() for line in sass.splitlines() if "WARPGROUP.DEPBAR" in line]
-    assert waits.count("0x1") >= 2, waits
-    assert "QGMMA" in sass
+    for cfg in (WG, {**WG, "PIPE": 6}):
+        name = wgmma.KERNEL_NAMES[cfg["PIPE"]]
+        fn = getattr(compilable_module(wgmma, name), name)
+        k = triton.compile(GluonASTSource(fn, *wgmma.signature(cfg, 4096, 7168, 7168)), target=gpu_target("sm_90"),
+                           options={"num_warps": cfg["num_warps"]})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        waits = [ln.split("gsb0,")[1].split(";")[0].strip() for ln in sass.splitlines() if "WARPGROUP.DEPBAR" in ln]
+        assert waits.count("0x1") >= 2 and "QGMMA" in sass, (name, waits)
+        if cfg["PIPE"] == 6:    # the producer warp gives its registers to the consumers
+            regs = {int(r) for r in re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", k.asm["ptx"])}
+            assert wgmma.PRODUCER_REGS.value in regs and max(regs) > 200, regs
+            assert k.metadata.num_warps > cfg["num_warps"]
 
 
 def test_wgmma_persistent_grid_comes_from_the_compiled_kernels_occupancy():

@@ -143,9 +143,9 @@ def _cfg_text(c: dict) -> str:
 
 
 def pipe_text(c: dict) -> list[str]:
-    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"] or
-    ["wgmma+persistent"] (kernel.py's PIPE)."""
-    names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent"}
+    """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"],
+    ["wgmma+persistent"] or ["wgmma+persistent+ws"] (kernel.py's PIPE)."""
+    names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent", 6: "wgmma+persistent+ws"}
     return [names[c["PIPE"]]] if c.get("PIPE") else []
 
 

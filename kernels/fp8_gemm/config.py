@@ -20,13 +20,14 @@ TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_sta
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "PIPE": (0, 1, 2, 3, 4, 5), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+           "PIPE": (0, 1, 2, 3, 4, 5, 6), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
 # PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
-# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4 and 5 the Gluon wgmma kernel
-# (wgmma.py: the scaling one step behind the MMA), one program per tile and persistent (sm_90
-# only: wgmma is Hopper's instruction). A profile row or --triton value list may leave it out (then 0).
-PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5)
-PIPES_WGMMA = (4, 5)
+# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4, 5 and 6 the Gluon wgmma
+# kernel (wgmma.py: the scaling one step behind the MMA), one program per tile, persistent, and
+# persistent with a TMA producer warp (sm_90 only: wgmma is Hopper's instruction). A profile row
+# or --triton value list may leave it out (then 0).
+PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6)
+PIPES_WGMMA = (4, 5, 6)
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
@@ -85,8 +86,8 @@ def validate_config(config, target: str, backends=None) -> dict:
 
 def config_problem(config: dict, target: str) -> str:
     """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
-    one 128-column scale group; TMA loads (PIPE 1-5) exist on NVIDIA sm_90 and later only, the
-    Gluon wgmma kernel (PIPE 4, 5) on sm_90 only, with the tile shapes it is written for."""
+    one 128-column scale group; TMA loads (PIPE 1-6) exist on NVIDIA sm_90 and later only, the
+    Gluon wgmma kernel (PIPE 4-6) on sm_90 only, with the tile shapes it is written for."""
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if not pipe_runs_on(config, target):
@@ -97,7 +98,7 @@ def config_problem(config: dict, target: str) -> str:
 
 
 def wgmma_problem(config: dict, N: int | None = None, K: int | None = None) -> str:
-    """Why the Gluon wgmma kernel (PIPE 4, 5) cannot run ``config`` (on an N x K problem, when
+    """Why the Gluon wgmma kernel (PIPE 4-6) cannot run ``config`` (on an N x K problem, when
     given): 16 rows per warp (64 on 4 warps, 128 on 8), BLOCK_N <= 128 (one B scale per tile),
     BLOCK_K = 128; TMA needs 16-byte row strides of A, B (K % 16) and the bf16 C (N % 8)."""
     p, bm, w = config["PIPE"], config["BLOCK_M"], config["num_warps"]

@@ -30,9 +30,9 @@ How A and B reach the dot is the ``PIPE`` axis:
 - ``PIPE=3`` (NVIDIA sm_90+ only): as 2, persistent (``fp8_gemm_persistent_kernel``: one program
   per SM walks the tiles, the tile loop warp-specialised), so the producer loads the next tile
   while the consumers scale and store this one: for short K (the seed's K = 256 ... 2304).
-- ``PIPE=4`` and ``5`` (NVIDIA sm_90 only): a second kernel, written in Gluon with the wgmma
-  pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``): one
-  program per tile (4), persistent (5).
+- ``PIPE=4``, ``5`` and ``6`` (NVIDIA sm_90 only): a second kernel, written in Gluon with the
+  wgmma pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``):
+  one program per tile (4), persistent (5), persistent with a TMA producer warp (6).
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
@@ -46,7 +46,7 @@ import functools
 import triton
 import triton.language as tl
 
-from .config import SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
+from .config import PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
 
 
 # M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
@@ -180,10 +180,12 @@ def fp8_gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
 
 
 def kernel_name(config: dict) -> str:
-    """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4 and 5 are
-    wgmma.py's Gluon kernel)."""
+    """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4-6 are wgmma.py's
+    Gluon kernels)."""
     pipe = config.get("PIPE", 0)
-    return "fp8_gemm_wgmma_kernel" if pipe in (4, 5) else "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
+    if pipe in PIPES_WGMMA:
+        return "fp8_gemm_wgmma_ws_kernel" if pipe == 6 else "fp8_gemm_wgmma_kernel"
+    return "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
 
 
 # launch options that only AMD targets understand (HIPOptions), with their neutral values
@@ -232,7 +234,7 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     if M == 0 or N == 0:
         return
     pipe = config.get("PIPE", 0)
-    if pipe in (4, 5):
+    if pipe in PIPES_WGMMA:
         from . import wgmma
 
         return wgmma.launch(a, a_s, b, b_s, out, config)

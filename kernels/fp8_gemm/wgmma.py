@@ -1,4 +1,4 @@
-"""PIPE 4 and 5 (NVIDIA sm_90 only): the FP8 block-scaled GEMM written in Gluon, wgmma by hand.
+"""PIPE 4, 5 and 6 (NVIDIA sm_90 only): the FP8 block-scaled GEMM written in Gluon, wgmma by hand.
 
 Same math, inputs and output as ``kernel.py`` (``C = (A * a_s) @ (B * b_s)^T`` in bf16). Why a
 second kernel: in Triton's own pipeline every K step's product is scaled in the same step, so
@@ -22,18 +22,23 @@ scaling below that wgmma, which produced the same copy and serialisation).
 - The bf16 tile leaves through shared memory by one TMA store (out-of-bounds rows and columns
   are dropped), whose wait is deferred to the next tile's epilogue.
 - Programs walk the tiles with the grid's stride: PIPE 4 launches one program per tile, PIPE 5
-  (persistent) as many as fit on the device's SMs at once (from the compiled kernel's registers
-  and shared memory, ``occtune.occupancy``), so a program's next tile loads while its last
-  tile's store drains.
+  and 6 (persistent) as many as fit on the device's SMs at once (from the compiled kernel's
+  registers and shared memory, ``occtune.occupancy``), so a program's next tile loads while its
+  last tile's store drains.
+- PIPE 6 is warp-specialised: one more warp (``PRODUCER_REGS`` registers, the consumers get
+  more through ``setmaxnreg``) only issues the TMA loads, each slot once the consumers have
+  released it on its ``empty`` mbarrier; the consumer warps no longer stop between wgmmas to
+  issue loads. On the H200 this took our kernel from about 1.3x to about 1.1x of cuBLASLt's time
+  (``benchmarks/notes_fp8_gemm.md``).
 
 Gluon is Triton's experimental low-level dialect; its names moved between Triton 3.6 and 3.9
-(``async_copy_global_to_shared`` -> ``async_load``, ``gl.barrier``): the aliases below take either.
+(``async_copy_global_to_shared`` -> ``async_load``, ``gl.thread_barrier`` -> ``gl.barrier``): the
+aliases below take either.
 """
 
 from __future__ import annotations
 
 import triton
-import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
@@ -41,17 +46,28 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
 _tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
-_barrier = gl.barrier if hasattr(gl, "barrier") else tl.debug_barrier   # a CTA-wide bar.sync either way
+# a barrier of the warps running the code (the CTA; a warp-specialised partition's own warps)
+_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 
-KERNEL_NAME = "fp8_gemm_wgmma_kernel"
+KERNEL_NAMES = {4: "fp8_gemm_wgmma_kernel", 5: "fp8_gemm_wgmma_kernel", 6: "fp8_gemm_wgmma_ws_kernel"}
+PRODUCER_REGS = gl.constexpr(40)     # registers per thread of the TMA producer warp (PIPE 6); consumers get the rest
 
 
 @gluon.jit
-def _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES: gl.constexpr):
+def _coords(tile, num_pid_m, num_pid_n, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
+    """(off_m, off_n) of tile number ``tile`` in grouped order (GROUP_M rows of tiles share B in L2)."""
+    in_group = GROUP_M * num_pid_n
+    first_m = (tile // in_group) * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    return (first_m + (tile % in_group) % group_m) * BLOCK_M, ((tile % in_group) // group_m) * BLOCK_N
+
+
+@gluon.jit
+def _issue(a_desc, b_desc, a_bufs, b_bufs, ready, base, step, off_m, off_n, nk, STAGES: gl.constexpr):
     """Load this tile's K step ``step`` (global step ``base + step``) into its ring slot."""
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     slot = (base + step) % STAGES
-    bar = bars.index(slot)
+    bar = ready.index(slot)
     pred = step < nk
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
     _tma_load(a_desc, [off_m, step * BLOCK_K], bar, a_bufs.index(slot), pred=pred)
@@ -59,19 +75,23 @@ def _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, S
 
 
 @gluon.jit
-def _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES: gl.constexpr,
-             num_warps: gl.constexpr):
-    """Step ``step - STAGES``'s wgmma is complete: load step ``step`` into its slot."""
-    if num_warps > 4:
+def _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, step, off_m, off_n, nk, STAGES: gl.constexpr,
+             NUM_WARPS: gl.constexpr, WS: gl.constexpr):
+    """Step ``step``'s wgmma is complete, so its ring slot is free: signal the producer warp (WS),
+    or load step ``step + STAGES`` into it here."""
+    if NUM_WARPS > 4:
         _barrier()    # both warp groups are past that wgmma
-    _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, step, off_m, off_n, nk, STAGES)
+    if WS:
+        mbarrier.arrive(empty.index((base + step) % STAGES), count=1)    # one arrival (thread 0)
+    else:
+        _issue(a_desc, b_desc, a_bufs, b_bufs, ready, base, step + STAGES, off_m, off_n, nk, STAGES)
 
 
 @gluon.jit
-def _mma(a_bufs, b_bufs, bars, g, acc, STAGES: gl.constexpr):
+def _mma(a_bufs, b_bufs, ready, g, acc, STAGES: gl.constexpr):
     """Wait for global step ``g``'s tiles and start their product (async, zero-initialised)."""
     slot = g % STAGES
-    mbarrier.wait(bars.index(slot), (g // STAGES) & 1)
+    mbarrier.wait(ready.index(slot), (g // STAGES) & 1)
     return warpgroup_mma(a_bufs.index(slot), b_bufs.index(slot).permute((1, 0)), acc, use_acc=False, is_async=True)
 
 
@@ -82,79 +102,142 @@ def _scales(as_ptrs, bs_ptr, step, stride_ask, stride_bsk):
 
 
 @gluon.jit
-def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, bars, as_ptrs, bs_ptr, off_m, off_n, nk, base, stride_ask,
-              stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptr, off_m, off_n, nk, base, stride_ask,
+              stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr, WS: gl.constexpr):
     """One tile's fp32 result: the K loop, each step's product scaled while the next one runs."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
-    if num_warps > 4:
-        _barrier()    # both warp groups are past the previous tile's wgmmas before the ring refills
-    for s in gl.static_range(STAGES):
-        _issue(a_desc, b_desc, a_bufs, b_bufs, bars, base, s, off_m, off_n, nk, STAGES)
+    if not WS:
+        if NUM_WARPS > 4:
+            _barrier()    # both warp groups are past the previous tile's wgmmas before the ring refills
+        for s in gl.static_range(STAGES):
+            _issue(a_desc, b_desc, a_bufs, b_bufs, ready, base, s, off_m, off_n, nk, STAGES)
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
-    d0 = _mma(a_bufs, b_bufs, bars, base, acc, STAGES)
+    d0 = _mma(a_bufs, b_bufs, ready, base, acc, STAGES)
     s0 = _scales(as_ptrs, bs_ptr, 0, stride_ask, stride_bsk)
     for j in range(0, (nk - 1) // 2):
         k = 1 + 2 * j
-        d1 = _mma(a_bufs, b_bufs, bars, base + k, acc, STAGES)
+        d1 = _mma(a_bufs, b_bufs, ready, base + k, acc, STAGES)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
-        _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, k - 1 + STAGES, off_m, off_n, nk, STAGES, num_warps)
+        _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k - 1, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r0 * s0[:, None]
         s1 = _scales(as_ptrs, bs_ptr, k, stride_ask, stride_bsk)
-        d0 = _mma(a_bufs, b_bufs, bars, base + k + 1, acc, STAGES)
+        d0 = _mma(a_bufs, b_bufs, ready, base + k + 1, acc, STAGES)
         r1 = warpgroup_mma_wait(1, deps=(d1,))
-        _release(a_desc, b_desc, a_bufs, b_bufs, bars, base, k + STAGES, off_m, off_n, nk, STAGES, num_warps)
+        _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r1 * s1[:, None]
         s0 = _scales(as_ptrs, bs_ptr, k + 1, stride_ask, stride_bsk)
     if nk % 2 == 0:
-        d1 = _mma(a_bufs, b_bufs, bars, base + nk - 1, acc, STAGES)
+        d1 = _mma(a_bufs, b_bufs, ready, base + nk - 1, acc, STAGES)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
+        if WS:
+            _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, nk - 2, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r0 * s0[:, None]
         s0 = _scales(as_ptrs, bs_ptr, nk - 1, stride_ask, stride_bsk)
         last = warpgroup_mma_wait(0, deps=(d1,))
     else:
         last = warpgroup_mma_wait(0, deps=(d0,))
+    if WS:
+        _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, nk - 1, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
     return acc + last * s0[:, None]
 
 
 @gluon.jit
-def fp8_gemm_wgmma_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, stride_asm, stride_ask, stride_bsn,
-                          stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
-    """Programs walk the tiles in grouped order with the grid's stride (see the module docstring)."""
+def _tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
+           stride_ask, stride_bsn, stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr,
+           WS: gl.constexpr):
+    """The program's tiles (the grid's stride), each computed and stored by TMA; the store's wait is
+    deferred to the next tile's epilogue. WS: the loads come from the producer warp."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1],
                                                      instr_shape=[16, BLOCK_N, 32])
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(bars.index(s), count=1)
     nk = (K + BLOCK_K - 1) // BLOCK_K
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     base = 0    # K steps this program has consumed: the ring position and mbarrier phase
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        in_group = GROUP_M * num_pid_n
-        first_m = (tile // in_group) * GROUP_M
-        group_m = min(num_pid_m - first_m, GROUP_M)
-        off_m = (first_m + (tile % in_group) % group_m) * BLOCK_M
-        off_n = ((tile % in_group) // group_m) * BLOCK_N
+        off_m, off_n = _coords(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP_M)
         rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
         as_ptrs = as_ptr + (rows % M).to(gl.int64) * stride_asm     # rows past M wrap (their output is dropped)
         bs_ptrs = bs_ptr + (off_n // 128) * stride_bsn
-        acc = _tile_acc(a_desc, b_desc, a_bufs, b_bufs, bars, as_ptrs, bs_ptrs, off_m, off_n, nk, base, stride_ask,
-                        stride_bsk, layout, STAGES, num_warps)
+        acc = _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptrs, off_m, off_n, nk, base,
+                        stride_ask, stride_bsk, layout, STAGES, NUM_WARPS, WS)
         base += nk
         tma.store_wait(0)    # the previous tile's store has read c_smem
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
         _tma_store(c_desc, [off_m, off_n], c_smem)
     tma.store_wait(0)
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+    """PIPE 6's TMA warp: the same tiles and K steps as the consumers, each slot loaded once the
+    consumers have released it (the first pass over the ring waits for nothing)."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    nk = (K + BLOCK_K - 1) // BLOCK_K
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    g = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        off_m, off_n = _coords(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP_M)
+        for k in range(nk):
+            mbarrier.wait(empty.index(g % STAGES), ((g // STAGES) & 1) ^ 1)
+            _issue(a_desc, b_desc, a_bufs, b_bufs, ready, g - k, k, off_m, off_n, nk, STAGES)
+            g += 1
+
+
+@gluon.jit
+def _buffers(a_desc, b_desc, c_desc, STAGES: gl.constexpr):
+    """The A and B rings, the bf16 tile for the store, and one mbarrier per slot for ``ready``
+    (loads landed) and ``empty`` (slot released; used by PIPE 6)."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
-        mbarrier.invalidate(bars.index(s))
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    return a_bufs, b_bufs, c_smem, ready, empty
+
+
+@gluon.jit
+def _invalidate(ready, empty, STAGES: gl.constexpr):
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(s))
+        mbarrier.invalidate(empty.index(s))
+
+
+@gluon.jit
+def fp8_gemm_wgmma_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, stride_asm, stride_ask, stride_bsn,
+                          stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """PIPE 4 / 5: every warp computes; loads are issued between the wgmmas."""
+    a_bufs, b_bufs, c_smem, ready, empty = _buffers(a_desc, b_desc, c_desc, STAGES)
+    _tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
+           stride_ask, stride_bsn, stride_bsk, GROUP_M, STAGES, num_warps, False)
+    _invalidate(ready, empty, STAGES)
+
+
+@gluon.jit
+def fp8_gemm_wgmma_ws_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, stride_asm, stride_ask, stride_bsn,
+                             stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """PIPE 6: warp-specialised. ``num_warps`` consumer warps compute (as PIPE 5); one more warp,
+    with PRODUCER_REGS registers, only issues the TMA loads."""
+    a_bufs, b_bufs, c_smem, ready, empty = _buffers(a_desc, b_desc, c_desc, STAGES)
+    gl.warp_specialize([
+        (_tiles, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
+                  stride_ask, stride_bsn, stride_bsk, GROUP_M, STAGES, num_warps, True)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M, STAGES)),
+    ], [1], [PRODUCER_REGS])
+    _invalidate(ready, empty, STAGES)
 
 
 def layouts(config: dict) -> dict:
@@ -189,19 +272,18 @@ def _descriptor(t, block, layout):
 
 def launch(a, a_s, b, b_s, out, config: dict) -> None:
     """``out = (a * a_s) @ (b * b_s)^T`` (fp8 e4m3 A [M, K], B [N, K], K-contiguous; ``out`` bf16
-    row-major; shapes checked by the caller, workload_problem by the family)."""
+    row-major; shapes checked by the caller, config.wgmma_problem by the family)."""
     M, K = a.shape
     N = b.shape[0]
     lay = layouts(config)
     descs = [_descriptor(t, *lay[k]) for k, t in (("a", a), ("b", b), ("c", out))]
     args = (*descs, a_s, b_s, M, N, K, a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
     kw = {"GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"], "num_warps": config["num_warps"]}
-    tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
-    programs = tiles
-    if config["PIPE"] == 5:
-        programs = min(tiles, _resident_programs(a.device, config, lambda: fp8_gemm_wgmma_kernel.warmup(
-            *args, grid=(1,), **kw)))
-    fp8_gemm_wgmma_kernel[(programs,)](*args, **kw)
+    fn = globals()[KERNEL_NAMES[config["PIPE"]]]
+    programs = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
+    if config["PIPE"] != 4:     # persistent
+        programs = min(programs, _resident_programs(a.device, config, lambda: fn.warmup(*args, grid=(1,), **kw)))
+    fn[(programs,)](*args, **kw)
 
 
 def _resident_programs(device, config: dict, compile_kernel) -> int:
