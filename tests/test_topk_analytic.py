@@ -217,3 +217,16 @@ def test_family_random_inputs_are_seeded_torch_draws_that_the_check_accepts():
     bad = good.clone()
     bad[1, 0] = int(torch.argmin(s[1]))                                # the row's smallest value
     assert not fam.check({"out": bad, "diag": diag}, a, w).ok
+
+
+def test_timed_table_counts_every_overflow_path():
+    """The timed table's "overflow rows" column: bin overflows first, then the kernel's other
+    overflow reports (a spilled stage, a replayed long row, extra passes), so none is hidden."""
+    from occtune.kernels.topk.cli import overflow_text
+
+    clean = [{"diagnostics": {"overflow_rows": 0}}, {"diagnostics": {}}, {}]
+    assert overflow_text(clean) == "0"
+    rows = [{"diagnostics": {"overflow_rows": 2, "bin_overflow_rows": 2, "spilled_rows": 5}},
+            {"diagnostics": {"overflow_rows": 1, "bin_overflow_rows": 1, "row_pass_rows": 1, "spilled_rows": 7}}]
+    assert overflow_text(rows) == "3; spilled 12; row_pass 1"
+    assert overflow_text([{"diagnostics": {"replayed_rows": 4}}]) == "0; replayed 4"

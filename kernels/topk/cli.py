@@ -405,8 +405,21 @@ def _timed_columns(unit: str) -> tuple:
             ("regs", lambda rows: first_value(rows, "regs")),
             (f"blk/{unit} model", lambda rows: first_value(rows, "blocks_per_cu")),
             ("driver", lambda rows: first_value(rows, "driver_blocks_per_cu")),
-            ("overflow rows", lambda rows: str(sum(int((r.get("diagnostics") or {}).get("overflow_rows", 0))
-                                                 for r in rows))))
+            ("overflow rows", overflow_text))
+
+
+def overflow_text(rows) -> str:
+    """A config's rows whose threshold bin overflowed the candidate list, then (when any) the
+    kernel's other overflow reports (kernels/topk ROW_FLAGS, e.g. "0; spilled 12"): a row finished
+    on a slower path is counted, never hidden."""
+    from . import ROW_FLAGS
+
+    def total(key):
+        return sum(int((r.get("diagnostics") or {}).get(key, 0) or 0) for r in rows)
+
+    extra = [f"{name.removesuffix('_rows')} {n}" for name in ROW_FLAGS if name != "bin_overflow_rows"
+             for n in [total(name)] if n]
+    return "; ".join([str(total("overflow_rows"))] + extra)
 
 
 def _timed_assumptions(sweep, threads_list, tie_summary, checks) -> dict:
