@@ -72,7 +72,10 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @click.option("--m", "ms", help="Token counts M, e.g. 1,8,128 (default: profile.yaml's 1..16384).")
 @click.option("--backends", help="Backends to compare, e.g. triton,torch_scaled_mm, or 'all' (default: profile.yaml's).")
 @click.option("--triton", "triton_text", help=f"Explicit Triton configs '{TRITON_FMT};...' timed on every M "
-                                              "(default: profile.yaml's per-M buckets and the baseline).")
+                                              "(default: profile.yaml's per-M buckets and the baseline). PIPE: 0 "
+                                              "pointer loads (any target, the default); 1 TMA, 2 TMA + warp "
+                                              "specialisation, 3 persistent (sm_90+); 4-6 the Gluon wgmma kernel: "
+                                              "per tile, persistent, persistent + TMA producer warp (sm_90 only).")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
