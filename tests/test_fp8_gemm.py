@@ -174,8 +174,9 @@ def test_allowlist_json_and_predicate_exports():
     e = js["512,7168"]["1"]
     assert e["backend"] == "triton" and e["BLOCK_SIZE_M"] == 16 and e["num_stages"] == 2
     assert js["512,7168"]["4096"]["backend"] == "library"
+    assert "wgmma.py" in js["_pipe"] and "Only a PIPE 0 config" in js["_pipe"]    # which kernel a config needs
     src = allowlist.render_predicate(doc)
-    assert "abc123" in src and "NVIDIA H200" in src
+    assert "abc123" in src and "NVIDIA H200" in src and "Only a PIPE 0 config" in src
     ns: dict = {}
     exec(compile(src, "use_triton.py", "exec"), ns)
     use, cfg = ns["use_triton"], ns["triton_config"]

@@ -11,7 +11,8 @@ sglang use for their tuned-config files; shapes that were not measured go to ``d
 Two renderings, both carrying ``doc["provenance"]`` (target, device, versions, date, git revision):
 
 - :func:`render_json`: ``{"n,k": {"M": {"backend", Triton config in vLLM's key names, times,
-  margin}}}`` plus ``_provenance`` / ``_lookup`` keys: the shape of vLLM's and sglang's
+  margin}}}`` plus ``_provenance`` / ``_lookup`` / ``_pipe`` keys (``_pipe``: which kernel a
+  config's PIPE needs): the shape of vLLM's and sglang's
   ``N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json`` files, per (n, k).
 - :func:`render_predicate`: a self-contained Python module with ``use_triton(n, k, m) -> bool`` and
   ``triton_config(n, k, m) -> dict | None`` (the chosen config of the Triton kernel there).
@@ -28,6 +29,10 @@ VLLM_NAMES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "
               "GROUP_M": "GROUP_SIZE_M"}
 LOOKUP = ("nearest measured M decides (the smaller one on a tie), as vLLM/sglang pick a tuned "
           "config: min(keys, key=lambda m0: abs(m0 - M)); shapes not listed use 'fallback'")
+PIPES = ("a Triton config's PIPE names the kernel it was measured with: 0 = occtune's portable Triton kernel "
+         "(kernels/fp8_gemm/kernel.py, the keys of vLLM's and sglang's w8a8 block-scaled Triton GEMM); 1-3 = "
+         "the same with TMA loads (NVIDIA sm_90+); 4-6 = occtune's Gluon wgmma kernels (kernels/fp8_gemm/"
+         "wgmma.py, sm_90 only). Only a PIPE 0 config carries over to another Triton kernel.")
 
 
 def _timing(r: dict) -> dict:
@@ -143,7 +148,7 @@ def _vllm_config(cfg: dict | None) -> dict:
 
 def render_json(doc: dict) -> str:
     """vLLM/sglang-style JSON: per "n,k", per M (string keys), the backend and the Triton config."""
-    out = {"_provenance": doc["provenance"], "_target": doc["target"], "_lookup": doc["lookup"],
+    out = {"_provenance": doc["provenance"], "_target": doc["target"], "_lookup": doc["lookup"], "_pipe": PIPES,
            "_fallback": doc["fallback"], "_missing_backends": doc.get("missing_backends", {})}
     for key, s in doc["shapes"].items():
         out[key] = {str(p["m"]): {"backend": p["backend"], **_vllm_config(p["triton_config"]),
@@ -199,6 +204,7 @@ def render_predicate(doc: dict) -> str:
             f"git {prov.get('git_revision')}.\n"
             f"Lookup: {doc['lookup']}.\n"
             f"Ties: {doc['noise_rule']}.\n"
+            f"Configs: {PIPES}\n"
             f'"""\n\n')
     body = (f"PROVENANCE = {pprint.pformat(prov, width=100, sort_dicts=True)}\n\n"
             f"FALLBACK_TRITON = {doc['fallback'] == 'triton'}\n\n"
