@@ -408,6 +408,7 @@ def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma()
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from occtune.kernels.fp8_gemm import wgmma
+    from occtune.kernels.fp8_gemm.kernel import kernel_name
     from occtune.tritonxc import compilable_module, cuobjdump, gpu_target
 
     w = {"M": 4096, "N": 7168, "K": 7168}
@@ -418,7 +419,7 @@ def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma()
     if not cuobjdump():
         pytest.skip("no cuobjdump to read the SASS")
     for cfg in (WG, {**WG, "PIPE": 6}):
-        name = wgmma.KERNEL_NAMES[cfg["PIPE"]]
+        name = kernel_name(cfg)
         fn = getattr(compilable_module(wgmma, name), name)
         k = triton.compile(GluonASTSource(fn, *wgmma.signature(cfg, 4096, 7168, 7168)), target=gpu_target("sm_90"),
                            options={"num_warps": cfg["num_warps"]})

@@ -49,7 +49,6 @@ _tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_
 # a barrier of the warps running the code (the CTA; a warp-specialised partition's own warps)
 _barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 
-KERNEL_NAMES = {4: "fp8_gemm_wgmma_kernel", 5: "fp8_gemm_wgmma_kernel", 6: "fp8_gemm_wgmma_ws_kernel"}
 PRODUCER_REGS = gl.constexpr(40)     # registers per thread of the TMA producer warp (PIPE 6); consumers get the rest
 
 
@@ -279,7 +278,9 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     descs = [_descriptor(t, *lay[k]) for k, t in (("a", a), ("b", b), ("c", out))]
     args = (*descs, a_s, b_s, M, N, K, a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
     kw = {"GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"], "num_warps": config["num_warps"]}
-    fn = globals()[KERNEL_NAMES[config["PIPE"]]]
+    from .kernel import kernel_name
+
+    fn = globals()[kernel_name(config)]
     programs = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
     if config["PIPE"] != 4:     # persistent
         programs = min(programs, _resident_programs(a.device, config, lambda: fn.warmup(*args, grid=(1,), **kw)))
