@@ -1527,17 +1527,28 @@ struct TopkClusterSrc {
   const topk_u32* spill0;  // rank 0's spill region; rank r's is spill0 + 2 * r * region
   int region;
   const int* counts;       // kept count per rank
+  __device__ inline TopkBlockList list(int r) const {   // rank r's list, its stage through the cluster map
+    TopkBlockList l;
+    l.stage = topk_map_rank(stage, (unsigned)r);
+    l.spill = spill0 + 2ll * r * region;
+    l.n = counts[r];
+    return l;
+  }
   template <typename F>
   __device__ inline void visit(F& f) const {
-    for (int r = 0; r < TOPK_CLUSTER; ++r) {
-      TopkBlockList l;
-      l.stage = topk_map_rank(stage, (unsigned)r);
-      l.spill = spill0 + 2ll * r * region;
-      l.n = counts[r];
-      l.visit(f);
-    }
+    for (int r = 0; r < TOPK_CLUSTER; ++r) list(r).visit(f);
   }
 };
+
+__device__ inline TopkClusterSrc topk_cluster_src(topk_u32* stage, const topk_u32* spill0, int region,
+                                                  const int* counts) {
+  TopkClusterSrc all;
+  all.stage = stage;
+  all.spill0 = spill0;
+  all.region = region;
+  all.counts = counts;
+  return all;
+}
 
 // Bin t of a cluster row over every block's list (out of line: a cold path).
 __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const TopkClusterSrc& all, int t,
@@ -1674,7 +1685,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   cop.out = o;
   cop.tr = &tr;
   cop.collect = push || (bin_fits && rank == 0);
-  TopkBlockList own;
+  TopkBlockList own;        // this block's own stage, read directly (not through the cluster map)
   own.stage = stage;
   own.spill = spill0 + 2ll * rank * region;
   own.n = topk_ckept[rank];
@@ -1682,13 +1693,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   own.visit(cop);
   if (!push && bin_fits && rank == 0) {  // pull: then the other blocks' bin-t values, appended
     cop.emit = false;
-    for (int r = 1; r < S; ++r) {
-      TopkBlockList rem;
-      rem.stage = topk_map_rank(stage, (unsigned)r);
-      rem.spill = spill0 + 2ll * r * region;
-      rem.n = topk_ckept[r];
-      rem.visit(cop);
-    }
+    const TopkClusterSrc all = topk_cluster_src(stage, spill0, region, topk_ckept);
+    for (int r = 1; r < S; ++r) all.list(r).visit(cop);
   }
   if (!bin_fits) {
     // Step 4 for a bin t larger than a list: block 0 refines it over every block's list while
@@ -1702,11 +1708,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
         sh.flags |= TOPK_FLAG_BIN_OVF | (spilled ? TOPK_FLAG_SPILL : 0);
       }
       TOPK_SYNC();
-      TopkClusterSrc all;
-      all.stage = stage;
-      all.spill0 = spill0;
-      all.region = region;
-      all.counts = topk_ckept;
+      const TopkClusterSrc all = topk_cluster_src(stage, spill0, region, topk_ckept);
       topk_cluster_refine(sh, all, t, K - above, o, tr);
       topk_write_flags(sh, diag);
     }
