@@ -16,21 +16,37 @@ from __future__ import annotations
 import sys
 
 DEFAULT = ("wgmma128s4P=128,128,128,8,8,4,5", "wgmma64s3P=64,128,128,8,4,3,5", "tma64s4=64,128,128,8,4,4,1")
-KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PIPE")
+
+
+USAGE = "usage: profile_fp8_gemm.py M N K [name=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,warps,stages[,PIPE] ...]"
+
+
+def _fail(why: str):
+    print(f"error: {why}; {USAGE}", file=sys.stderr)
+    sys.exit(2)
 
 
 def parse(argv):
-    if len(argv) < 3:
-        sys.exit("usage: profile_fp8_gemm.py M N K [name=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,warps,stages,PIPE ...]")
-    try:
-        shape = tuple(int(x) for x in argv[:3])
-        cfgs = {}
-        for spec in argv[3:] or DEFAULT:
-            name, values = spec.split("=")
-            cfgs[name] = {"backend": "triton", **dict(zip(KEYS, (int(v) for v in values.split(","))))}
-    except ValueError as e:
-        sys.exit(f"error: {e}: give M N K as integers and configs as name=7 comma-separated integers")
-    return shape, cfgs
+    """((M, N, K), {name: config}); bad input is one line on stderr and exit 2."""
+    from occtune.errors import UserError
+    from occtune.kernels.fp8_gemm.config import config_problem, triton_row, validate_config
+
+    if len(argv) < 3 or not all(x.isdigit() and int(x) > 0 for x in argv[:3]):
+        _fail("give M N K as positive integers")
+    cfgs = {}
+    for spec in argv[3:] or DEFAULT:
+        name, sep, values = spec.partition("=")
+        try:
+            if not (name and sep):
+                raise ValueError(f"{spec!r} is not name=values")
+            cfgs[name] = validate_config({"backend": "triton", **triton_row([int(v) for v in values.split(",")], spec)},
+                                         "sm_90")
+            why = config_problem(cfgs[name], "sm_90")
+            if why:
+                raise ValueError(f"{spec}: {why}")
+        except (ValueError, UserError) as e:
+            _fail(str(e))
+    return tuple(int(x) for x in argv[:3]), cfgs
 
 
 def main(argv=None) -> int:
