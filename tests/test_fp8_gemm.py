@@ -391,14 +391,17 @@ def test_wgmma_pipes_run_on_sm90_only_with_their_tile_shapes():
         ok, why = other.is_valid(cfg, big)
         assert not ok and "sm_90 target" in why and target in why
     assert fam.safety_key({**cfg, "PIPE": 6}) < fam.safety_key(cfg) < fam.safety_key({"backend": "triton", **WG, "PIPE": 1})
-    ws = Fp8GemmFamily([big], target="sm_90", triton_configs=[{**WG, "PIPE": 6}])
-    assert ws.is_valid({**cfg, "PIPE": 6}, big)[0]
+    ws = Fp8GemmFamily([big], target="sm_90", triton_configs=[{**WG, "PIPE": 6}, {**WG, "PIPE": 7}])
+    assert ws.is_valid({**cfg, "PIPE": 6}, big)[0] and ws.is_valid({**cfg, "PIPE": 7}, big)[0]
+    half = {**WG, "PIPE": 7, "BLOCK_M": 64, "num_warps": 4}     # PIPE 7 splits 128 rows into two warp groups
+    ok, why = Fp8GemmFamily([big], target="sm_90", triton_configs=[half]).is_valid({"backend": "triton", **half}, big)
+    assert not ok and "BLOCK_M=128" in why
 
 
 def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma():
-    """The point of PIPE 4-6: in the compiled sm_90 code a wgmma is still in flight while the
+    """The point of PIPE 4-7: in the compiled sm_90 code a wgmma is still in flight while the
     previous step is scaled (``WARPGROUP.DEPBAR.LE gsb0, 0x1``); a ptxas serialisation (every wait
-    at 0) or a spill would undo it. PIPE 6 also hands the producer warp's registers to the
+    at 0) or a spill would undo it. PIPE 6 and 7 also hand the producer warp's registers to the
     consumers (setmaxnreg)."""
     import re
     import subprocess
@@ -418,21 +421,24 @@ def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma()
         assert res.dynamic_lds >= cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * 128
     if not cuobjdump():
         pytest.skip("no cuobjdump to read the SASS")
-    for cfg in (WG, {**WG, "PIPE": 6}):
+    for cfg in (WG, {**WG, "PIPE": 6}, {**WG, "PIPE": 7}):
         name = kernel_name(cfg)
         fn = getattr(compilable_module(wgmma, name), name)
         k = triton.compile(GluonASTSource(fn, *wgmma.signature(cfg, 4096, 7168, 7168)), target=gpu_target("sm_90"),
-                           options={"num_warps": cfg["num_warps"]})
+                           options={"num_warps": wgmma.launch_warps(cfg)})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(k.asm["cubin"])
             f.flush()
             sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
         waits = [ln.split("gsb0,")[1].split(";")[0].strip() for ln in sass.splitlines() if "WARPGROUP.DEPBAR" in ln]
         assert waits.count("0x1") >= 2 and "QGMMA" in sass, (name, waits)
-        if cfg["PIPE"] == 6:    # the producer warp gives its registers to the consumers
+        if cfg["PIPE"] >= 6:    # the producer warp gives its registers to the consumers
             regs = {int(r) for r in re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", k.asm["ptx"])}
             assert wgmma.PRODUCER_REGS.value in regs and max(regs) > 200, regs
             assert k.metadata.num_warps > cfg["num_warps"]
+        if cfg["PIPE"] == 7:    # each consumer warp group syncs only its own 128 threads, never both
+            assert re.search(r"bar\.sync\s+\d+, 128;", k.asm["ptx"])
+            assert not re.search(r"bar\.sync\s+\d+, 256;", k.asm["ptx"])
 
 
 def test_wgmma_persistent_grid_comes_from_the_compiled_kernels_occupancy():

@@ -31,7 +31,7 @@ LOOKUP = ("nearest measured M decides (the smaller one on a tie), as vLLM/sglang
           "config: min(keys, key=lambda m0: abs(m0 - M)); shapes not listed use 'fallback'")
 PIPES = ("a Triton config's PIPE names the kernel it was measured with: 0 = occtune's portable Triton kernel "
          "(kernels/fp8_gemm/kernel.py, the keys of vLLM's and sglang's w8a8 block-scaled Triton GEMM); 1-3 = "
-         "the same with TMA loads (NVIDIA sm_90+); 4-6 = occtune's Gluon wgmma kernels (kernels/fp8_gemm/"
+         "the same with TMA loads (NVIDIA sm_90+); 4-7 = occtune's Gluon wgmma kernels (kernels/fp8_gemm/"
          "wgmma.py, sm_90 only). Only a PIPE 0 config carries over to another Triton kernel.")
 
 

@@ -74,8 +74,9 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @click.option("--triton", "triton_text", help=f"Explicit Triton configs '{TRITON_FMT};...' timed on every M "
                                               "(default: profile.yaml's per-M buckets and the baseline). PIPE: 0 "
                                               "pointer loads (any target, the default); 1 TMA, 2 TMA + warp "
-                                              "specialisation, 3 persistent (sm_90+); 4-6 the Gluon wgmma kernel: "
-                                              "per tile, persistent, persistent + TMA producer warp (sm_90 only).")
+                                              "specialisation, 3 persistent (sm_90+); 4-7 the Gluon wgmma kernel: "
+                                              "per tile, persistent, persistent + TMA producer warp, the same with "
+                                              "each consumer warp group on its own (sm_90 only).")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
@@ -147,8 +148,9 @@ def _cfg_text(c: dict) -> str:
 
 def pipe_text(c: dict) -> list[str]:
     """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"],
-    ["wgmma+persistent"] or ["wgmma+persistent+ws"] (kernel.py's PIPE)."""
-    names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent", 6: "wgmma+persistent+ws"}
+    ["wgmma+persistent"], ["wgmma+persistent+ws"] or ["wgmma+persistent+ws+halves"] (kernel.py's PIPE)."""
+    names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent", 6: "wgmma+persistent+ws",
+             7: "wgmma+persistent+ws+halves"}
     return [names[c["PIPE"]]] if c.get("PIPE") else []
 
 

@@ -20,14 +20,15 @@ TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_sta
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "PIPE": (0, 1, 2, 3, 4, 5, 6), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+           "PIPE": (0, 1, 2, 3, 4, 5, 6, 7), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
 # PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
-# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4, 5 and 6 the Gluon wgmma
-# kernel (wgmma.py: the scaling one step behind the MMA), one program per tile, persistent, and
-# persistent with a TMA producer warp (sm_90 only: wgmma is Hopper's instruction). A profile row
-# or --triton value list may leave it out (then 0).
-PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6)
-PIPES_WGMMA = (4, 5, 6)
+# 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4-7 the Gluon wgmma kernel
+# (wgmma.py: the scaling one step behind the MMA), one program per tile, persistent, persistent
+# with a TMA producer warp, and the same with each consumer warp group a partition of its own
+# (sm_90 only: wgmma is Hopper's instruction). A profile row or --triton value list may leave it
+# out (then 0).
+PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6, 7)
+PIPES_WGMMA = (4, 5, 6, 7)
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
@@ -86,8 +87,8 @@ def validate_config(config, target: str, backends=None) -> dict:
 
 def config_problem(config: dict, target: str) -> str:
     """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
-    one 128-column scale group; TMA loads (PIPE 1-6) exist on NVIDIA sm_90 and later only, the
-    Gluon wgmma kernel (PIPE 4-6) on sm_90 only, with the tile shapes it is written for."""
+    one 128-column scale group; TMA loads (PIPE 1-7) exist on NVIDIA sm_90 and later only, the
+    Gluon wgmma kernel (PIPE 4-7) on sm_90 only, with the tile shapes it is written for."""
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if not pipe_runs_on(config, target):
@@ -98,8 +99,9 @@ def config_problem(config: dict, target: str) -> str:
 
 
 def wgmma_problem(config: dict, N: int | None = None) -> str:
-    """Why the Gluon wgmma kernel (PIPE 4-6) cannot run ``config`` (on N output columns, when
-    given): 16 rows per warp (64 on 4 warps, 128 on 8), BLOCK_N <= 128 (one B scale per tile),
+    """Why the Gluon wgmma kernel (PIPE 4-7) cannot run ``config`` (on N output columns, when
+    given): 16 rows per warp (64 on 4 warps, 128 on 8; PIPE 7 splits 128 rows into two warp
+    groups, so only 128 on 8), BLOCK_N <= 128 (one B scale per tile),
     BLOCK_K = 128; its TMA store needs 16-byte row strides of the bf16 C (N % 8). The K % 16 of
     every TMA load is the family's check (Fp8GemmFamily.is_valid)."""
     p, bm, w = config["PIPE"], config["BLOCK_M"], config["num_warps"]
@@ -107,6 +109,8 @@ def wgmma_problem(config: dict, N: int | None = None) -> str:
         return f"PIPE={p} (Gluon wgmma) needs BLOCK_K=128 and BLOCK_N 64 or 128, not {config['BLOCK_K']}/{config['BLOCK_N']}"
     if bm not in (64, 128) or bm != 16 * w:
         return f"PIPE={p} (Gluon wgmma) runs 16 rows per warp: BLOCK_M=64 on 4 warps or 128 on 8, not {bm} on {w}"
+    if p == 7 and bm != 128:
+        return f"PIPE=7 (Gluon wgmma, two consumer warp groups) needs BLOCK_M=128 on 8 warps, not {bm} on {w}"
     if config["num_stages"] < 2:
         return f"PIPE={p} (Gluon wgmma) needs num_stages >= 2"
     if N is not None and N % 8:

@@ -205,7 +205,7 @@ class Fp8GemmFamily(Family):
         configs, less shared memory per block (fewer and smaller stages) is safer: it fits on more
         targets and leaves room for more blocks; pointer loads (PIPE 0) are safer than TMA
         descriptors (PIPE 1-3: sm_90+ only, a global scratch allocator, newer Triton features), and
-        those are safer than the Gluon wgmma kernels (PIPE 4-6: Triton's experimental dialect)."""
+        those are safer than the Gluon wgmma kernels (PIPE 4-7: Triton's experimental dialect)."""
         if config.get("backend") != "triton":
             return 1.0
         smem = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * config["num_stages"]

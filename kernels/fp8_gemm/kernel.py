@@ -30,9 +30,10 @@ How A and B reach the dot is the ``PIPE`` axis:
 - ``PIPE=3`` (NVIDIA sm_90+ only): as 2, persistent (``fp8_gemm_persistent_kernel``: one program
   per SM walks the tiles, the tile loop warp-specialised), so the producer loads the next tile
   while the consumers scale and store this one: for short K (the seed's K = 256 ... 2304).
-- ``PIPE=4``, ``5`` and ``6`` (NVIDIA sm_90 only): a second kernel, written in Gluon with the
-  wgmma pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``):
-  one program per tile (4), persistent (5), persistent with a TMA producer warp (6).
+- ``PIPE=4`` to ``7`` (NVIDIA sm_90 only): a second kernel, written in Gluon with the wgmma
+  pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``): one
+  program per tile (4), persistent (5), persistent with a TMA producer warp (6), and as 6 with
+  each of the two consumer warp groups a partition of its own (7).
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
@@ -180,11 +181,11 @@ def fp8_gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
 
 
 def kernel_name(config: dict) -> str:
-    """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4-6 are wgmma.py's
+    """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4-7 are wgmma.py's
     Gluon kernels)."""
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:
-        return "fp8_gemm_wgmma_ws_kernel" if pipe == 6 else "fp8_gemm_wgmma_kernel"
+        return {6: "fp8_gemm_wgmma_ws_kernel", 7: "fp8_gemm_wgmma_halves_kernel"}.get(pipe, "fp8_gemm_wgmma_kernel")
     return "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
 
 

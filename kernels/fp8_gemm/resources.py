@@ -48,9 +48,11 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
 
         sig, cx, attrs = wgmma.signature(config, M, N, K)
         fn = getattr(compilable_module(wgmma, name), name)
+        warps = wgmma.launch_warps(config)
     else:
         sig, cx, attrs = signature(target, M, N, K, config)
         fn = getattr(compilable_module(kernel, name), name)
-    opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+        warps = config["num_warps"]
+    opts = {"num_warps": warps, "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
     return triton_resources(fn, sig, cx, attrs, target=target, options=opts)

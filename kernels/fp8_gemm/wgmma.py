@@ -30,6 +30,11 @@ scaling below that wgmma, which produced the same copy and serialisation).
   released it on its ``empty`` mbarrier; the consumer warps no longer stop between wgmmas to
   issue loads. On the H200 this took our kernel from about 1.3x to about 1.1x of cuBLASLt's time
   (``benchmarks/notes_fp8_gemm.md``).
+- PIPE 7 is PIPE 6 with each consumer warp group (64 rows of the 128-row tile) a partition of its
+  own: a partition releases a ring slot (``empty`` counts two arrivals) and stores its half of
+  the tile without a CTA barrier with the other, so one warp group's stall no longer stops both.
+  With 6 stages it ran the narrow, long-K shapes (N = 512, 1024; K = 7168, 8192) 4-7% faster
+  than PIPE 6 on the H200; elsewhere each wins some shapes (the tuner picks).
 
 Gluon is Triton's experimental low-level dialect; its names moved between Triton 3.6 and 3.9
 (``async_copy_global_to_shared`` -> ``async_load``, ``gl.thread_barrier`` -> ``gl.barrier``): the
@@ -49,7 +54,8 @@ _tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_
 # a barrier of the warps running the code (the CTA; a warp-specialised partition's own warps)
 _barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 
-PRODUCER_REGS = gl.constexpr(40)     # registers per thread of the TMA producer warp (PIPE 6); consumers get the rest
+PRODUCER_REGS = gl.constexpr(40)     # registers per thread of the TMA producer warp (PIPE 6, 7); consumers get the rest
+HALF_REGS = gl.constexpr(232)        # PIPE 7: registers per thread of the second consumer warp group (the first gets the rest)
 
 
 @gluon.jit
@@ -87,11 +93,14 @@ def _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, step, off_m, of
 
 
 @gluon.jit
-def _mma(a_bufs, b_bufs, ready, g, acc, STAGES: gl.constexpr):
+def _mma(a_bufs, b_bufs, ready, g, acc, STAGES: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr):
     """Wait for global step ``g``'s tiles and start their product (async, zero-initialised)."""
     slot = g % STAGES
     mbarrier.wait(ready.index(slot), (g // STAGES) & 1)
-    return warpgroup_mma(a_bufs.index(slot), b_bufs.index(slot).permute((1, 0)), acc, use_acc=False, is_async=True)
+    a = a_bufs.index(slot)
+    if ROWS < a_bufs.shape[1]:
+        a = a.slice(ROW0, ROWS)
+    return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), acc, use_acc=False, is_async=True)
 
 
 @gluon.jit
@@ -102,32 +111,33 @@ def _scales(as_ptrs, bs_ptr, step, stride_ask, stride_bsk):
 
 @gluon.jit
 def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptr, off_m, off_n, nk, base, stride_ask,
-              stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr, WS: gl.constexpr):
-    """One tile's fp32 result: the K loop, each step's product scaled while the next one runs."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+              stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr, WS: gl.constexpr,
+              ROW0: gl.constexpr, ROWS: gl.constexpr):
+    """One tile's fp32 result (rows ROW0 .. ROW0 + ROWS of the A tile): the K loop, each step's
+    product scaled while the next one runs."""
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     if not WS:
         if NUM_WARPS > 4:
             _barrier()    # both warp groups are past the previous tile's wgmmas before the ring refills
         for s in gl.static_range(STAGES):
             _issue(a_desc, b_desc, a_bufs, b_bufs, ready, base, s, off_m, off_n, nk, STAGES)
-    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
-    d0 = _mma(a_bufs, b_bufs, ready, base, acc, STAGES)
+    acc = gl.zeros([ROWS, BLOCK_N], gl.float32, layout)
+    d0 = _mma(a_bufs, b_bufs, ready, base, acc, STAGES, ROW0, ROWS)
     s0 = _scales(as_ptrs, bs_ptr, 0, stride_ask, stride_bsk)
     for j in range(0, (nk - 1) // 2):
         k = 1 + 2 * j
-        d1 = _mma(a_bufs, b_bufs, ready, base + k, acc, STAGES)
+        d1 = _mma(a_bufs, b_bufs, ready, base + k, acc, STAGES, ROW0, ROWS)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k - 1, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r0 * s0[:, None]
         s1 = _scales(as_ptrs, bs_ptr, k, stride_ask, stride_bsk)
-        d0 = _mma(a_bufs, b_bufs, ready, base + k + 1, acc, STAGES)
+        d0 = _mma(a_bufs, b_bufs, ready, base + k + 1, acc, STAGES, ROW0, ROWS)
         r1 = warpgroup_mma_wait(1, deps=(d1,))
         _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r1 * s1[:, None]
         s0 = _scales(as_ptrs, bs_ptr, k + 1, stride_ask, stride_bsk)
     if nk % 2 == 0:
-        d1 = _mma(a_bufs, b_bufs, ready, base + nk - 1, acc, STAGES)
+        d1 = _mma(a_bufs, b_bufs, ready, base + nk - 1, acc, STAGES, ROW0, ROWS)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         if WS:
             _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, nk - 2, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
@@ -144,36 +154,40 @@ def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptr, off
 @gluon.jit
 def _tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
            stride_ask, stride_bsn, stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr,
-           WS: gl.constexpr):
+           WS: gl.constexpr, HALF: gl.constexpr = -1):
     """The program's tiles (the grid's stride), each computed and stored by TMA; the store's wait is
-    deferred to the next tile's epilogue. WS: the loads come from the producer warp."""
+    deferred to the next tile's epilogue. WS: the loads come from the producer warp. HALF (PIPE 7,
+    0 or 1): these warps compute and store that half of each tile's rows (-1: all of them)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1],
                                                      instr_shape=[16, BLOCK_N, 32])
+    ROWS: gl.constexpr = BLOCK_M if HALF < 0 else BLOCK_M // 2
+    ROW0: gl.constexpr = 0 if HALF < 0 else HALF * ROWS
     nk = (K + BLOCK_K - 1) // BLOCK_K
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     base = 0    # K steps this program has consumed: the ring position and mbarrier phase
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         off_m, off_n = _coords(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP_M)
-        rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+        rows = off_m + ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
         as_ptrs = as_ptr + (rows % M).to(gl.int64) * stride_asm     # rows past M wrap (their output is dropped)
         bs_ptrs = bs_ptr + (off_n // 128) * stride_bsn
         acc = _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptrs, off_m, off_n, nk, base,
-                        stride_ask, stride_bsk, layout, STAGES, NUM_WARPS, WS)
+                        stride_ask, stride_bsk, layout, STAGES, NUM_WARPS, WS, ROW0, ROWS)
         base += nk
         tma.store_wait(0)    # the previous tile's store has read c_smem
-        c_smem.store(acc.to(c_desc.dtype))
+        c = c_smem if HALF < 0 else c_smem.index(HALF)
+        c.store(acc.to(c_desc.dtype))
         fence_async_shared()
-        _tma_store(c_desc, [off_m, off_n], c_smem)
+        _tma_store(c_desc, [off_m + ROW0, off_n], c)
     tma.store_wait(0)
 
 
 @gluon.jit
 def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
-    """PIPE 6's TMA warp: the same tiles and K steps as the consumers, each slot loaded once the
+    """PIPE 6's and 7's TMA warp: the same tiles and K steps as the consumers, each slot loaded once the
     consumers have released it (the first pass over the ring waits for nothing)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -191,20 +205,24 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl
 
 
 @gluon.jit
-def _buffers(a_desc, b_desc, c_desc, STAGES: gl.constexpr):
-    """The A and B rings, the bf16 tile for the store, and one mbarrier per slot for ``ready``
-    (loads landed) and ``empty`` (slot released; used by PIPE 6)."""
+def _buffers(a_desc, b_desc, c_desc, STAGES: gl.constexpr, HALVES: gl.constexpr = False):
+    """The A and B rings, the bf16 tile for the store (HALVES: one per consumer warp group), and
+    one mbarrier per slot for ``ready`` (loads landed) and ``empty`` (slot released, PIPE 6 and 7:
+    by the consumer partition, or by each of the two)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+    if HALVES:
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_M // 2, BLOCK_N], c_desc.layout)
+    else:
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2 if HALVES else 1)
     return a_bufs, b_bufs, c_smem, ready, empty
 
 
@@ -239,12 +257,38 @@ def fp8_gemm_wgmma_ws_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, st
     _invalidate(ready, empty, STAGES)
 
 
+@gluon.jit
+def fp8_gemm_wgmma_halves_kernel(a_desc, b_desc, c_desc, as_ptr, bs_ptr, M, N, K, stride_asm, stride_ask,
+                                 stride_bsn, stride_bsk, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                                 num_warps: gl.constexpr):
+    """PIPE 7: as PIPE 6, but each consumer warp group is a partition of its own (``num_warps``
+    = 4 each) with one half of the tile's rows: it releases a slot and stores its half without
+    waiting for the other one (no CTA barrier between them)."""
+    a_bufs, b_bufs, c_smem, ready, empty = _buffers(a_desc, b_desc, c_desc, STAGES, True)
+    gl.warp_specialize([
+        (_tiles, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
+                  stride_ask, stride_bsn, stride_bsk, GROUP_M, STAGES, num_warps, True, 0)),
+        (_tiles, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr, bs_ptr, M, N, K, stride_asm,
+                  stride_ask, stride_bsn, stride_bsk, GROUP_M, STAGES, num_warps, True, 1)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M, STAGES)),
+    ], [num_warps, 1], [HALF_REGS, PRODUCER_REGS])
+    _invalidate(ready, empty, STAGES)
+
+
+def launch_warps(config: dict) -> int:
+    """The launch's ``num_warps``: the config's, but PIPE 7 launches its first consumer warp group
+    (4 warps; the other one and the producer warp are warp-specialised partitions)."""
+    return config["num_warps"] // 2 if config["PIPE"] == 7 else config["num_warps"]
+
+
 def layouts(config: dict) -> dict:
-    """The shared-memory layouts of the A, B and C descriptors (what TMA and wgmma agree on)."""
+    """The shared-memory layouts of the A, B and C descriptors (what TMA and wgmma agree on; PIPE
+    7 stores each half of the C tile by itself)."""
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    cm = bm // 2 if config["PIPE"] == 7 else bm
     return {"a": ([bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gl.float8e4nv)),
             "b": ([bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gl.float8e4nv)),
-            "c": ([bm, bn], gl.NVMMASharedLayout.get_default_for([bm, bn], gl.bfloat16))}
+            "c": ([cm, bn], gl.NVMMASharedLayout.get_default_for([cm, bn], gl.bfloat16))}
 
 
 def signature(config: dict, M: int, N: int, K: int) -> tuple[dict, dict, dict]:
@@ -257,7 +301,7 @@ def signature(config: dict, M: int, N: int, K: int) -> tuple[dict, dict, dict]:
                 "stride_ask": "i32", "stride_bsn": "i32", "stride_bsk": "constexpr", "GROUP_M": "constexpr",
                 "STAGES": "constexpr", "num_warps": "constexpr"})
     cx = {"stride_asm": 1, "stride_bsk": 1, "GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"],
-          "num_warps": config["num_warps"]}
+          "num_warps": launch_warps(config)}
     return sig, cx, {}
 
 
@@ -277,7 +321,7 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     lay = layouts(config)
     descs = [_descriptor(t, *lay[k]) for k, t in (("a", a), ("b", b), ("c", out))]
     args = (*descs, a_s, b_s, M, N, K, a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
-    kw = {"GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"], "num_warps": config["num_warps"]}
+    kw = {"GROUP_M": config["GROUP_M"], "STAGES": config["num_stages"], "num_warps": launch_warps(config)}
     from .kernel import kernel_name
 
     fn = globals()[kernel_name(config)]
