@@ -32,9 +32,11 @@ scaling below that wgmma, which produced the same copy and serialisation).
   (``benchmarks/notes_fp8_gemm.md``).
 - PIPE 7 is PIPE 6 with each consumer warp group (64 rows of the 128-row tile) a partition of its
   own: a partition releases a ring slot (``empty`` counts two arrivals) and stores its half of
-  the tile without a CTA barrier with the other, so one warp group's stall no longer stops both.
-  With 6 stages it ran the narrow, long-K shapes (N = 512, 1024; K = 7168, 8192) 4-7% faster
-  than PIPE 6 on the H200; elsewhere each wins some shapes (the tuner picks).
+  the tile without a CTA barrier with the other, so one warp group's stall no longer stops both;
+  its scales are loaded two steps ahead (one for PIPE 4-6, where two measured slower). With 6
+  stages it ran the narrow, long-K shapes (N = 512, 1024; K = 7168, 8192) 4-7% faster than PIPE
+  6 on the H200, 2-4% more with the scales two steps ahead; elsewhere each wins some shapes (the
+  tuner picks).
 
 Gluon is Triton's experimental low-level dialect; its names moved between Triton 3.6 and 3.9
 (``async_copy_global_to_shared`` -> ``async_load``, ``gl.thread_barrier`` -> ``gl.barrier``): the
@@ -104,17 +106,20 @@ def _mma(a_bufs, b_bufs, ready, g, acc, STAGES: gl.constexpr, ROW0: gl.constexpr
 
 
 @gluon.jit
-def _scales(as_ptrs, bs_ptr, step, stride_ask, stride_bsk):
-    """Step ``step``'s row scales times the tile's block scale: [BLOCK_M]."""
+def _scales(as_ptrs, bs_ptr, step, nk, stride_ask, stride_bsk):
+    """Step ``step``'s row scales times the tile's block scale: [BLOCK_M] (a step past the last
+    one reads the last one's: loaded ahead, never used)."""
+    step = gl.minimum(step, nk - 1)
     return gl.load(as_ptrs + step * stride_ask) * gl.load(bs_ptr + step * stride_bsk)
 
 
 @gluon.jit
 def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptr, off_m, off_n, nk, base, stride_ask,
               stride_bsk, layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr, WS: gl.constexpr,
-              ROW0: gl.constexpr, ROWS: gl.constexpr):
+              ROW0: gl.constexpr, ROWS: gl.constexpr, AHEAD: gl.constexpr):
     """One tile's fp32 result (rows ROW0 .. ROW0 + ROWS of the A tile): the K loop, each step's
-    product scaled while the next one runs."""
+    product scaled while the next one runs. A step's scales are loaded AHEAD (1 or 2) steps before
+    they are used."""
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     if not WS:
         if NUM_WARPS > 4:
@@ -123,26 +128,37 @@ def _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptr, off
             _issue(a_desc, b_desc, a_bufs, b_bufs, ready, base, s, off_m, off_n, nk, STAGES)
     acc = gl.zeros([ROWS, BLOCK_N], gl.float32, layout)
     d0 = _mma(a_bufs, b_bufs, ready, base, acc, STAGES, ROW0, ROWS)
-    s0 = _scales(as_ptrs, bs_ptr, 0, stride_ask, stride_bsk)
+    s0 = _scales(as_ptrs, bs_ptr, 0, nk, stride_ask, stride_bsk)
+    if AHEAD == 2:
+        s1 = _scales(as_ptrs, bs_ptr, 1, nk, stride_ask, stride_bsk)
     for j in range(0, (nk - 1) // 2):
         k = 1 + 2 * j
         d1 = _mma(a_bufs, b_bufs, ready, base + k, acc, STAGES, ROW0, ROWS)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k - 1, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r0 * s0[:, None]
-        s1 = _scales(as_ptrs, bs_ptr, k, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s0 = _scales(as_ptrs, bs_ptr, k + 1, nk, stride_ask, stride_bsk)
+        else:
+            s1 = _scales(as_ptrs, bs_ptr, k, nk, stride_ask, stride_bsk)
         d0 = _mma(a_bufs, b_bufs, ready, base + k + 1, acc, STAGES, ROW0, ROWS)
         r1 = warpgroup_mma_wait(1, deps=(d1,))
         _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, k, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r1 * s1[:, None]
-        s0 = _scales(as_ptrs, bs_ptr, k + 1, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s1 = _scales(as_ptrs, bs_ptr, k + 2, nk, stride_ask, stride_bsk)
+        else:
+            s0 = _scales(as_ptrs, bs_ptr, k + 1, nk, stride_ask, stride_bsk)
     if nk % 2 == 0:
         d1 = _mma(a_bufs, b_bufs, ready, base + nk - 1, acc, STAGES, ROW0, ROWS)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         if WS:
             _release(a_desc, b_desc, a_bufs, b_bufs, ready, empty, base, nk - 2, off_m, off_n, nk, STAGES, NUM_WARPS, WS)
         acc = acc + r0 * s0[:, None]
-        s0 = _scales(as_ptrs, bs_ptr, nk - 1, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s0 = s1
+        else:
+            s0 = _scales(as_ptrs, bs_ptr, nk - 1, nk, stride_ask, stride_bsk)
         last = warpgroup_mma_wait(0, deps=(d1,))
     else:
         last = warpgroup_mma_wait(0, deps=(d0,))
@@ -165,6 +181,7 @@ def _tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr,
                                                      instr_shape=[16, BLOCK_N, 32])
     ROWS: gl.constexpr = BLOCK_M if HALF < 0 else BLOCK_M // 2
     ROW0: gl.constexpr = 0 if HALF < 0 else HALF * ROWS
+    AHEAD: gl.constexpr = 1 if HALF < 0 else 2      # measured: 2 helped PIPE 7 by 2-4%, cost PIPE 6 1-5%
     nk = (K + BLOCK_K - 1) // BLOCK_K
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
@@ -175,7 +192,7 @@ def _tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, as_ptr,
         as_ptrs = as_ptr + (rows % M).to(gl.int64) * stride_asm     # rows past M wrap (their output is dropped)
         bs_ptrs = bs_ptr + (off_n // 128) * stride_bsn
         acc = _tile_acc(a_desc, b_desc, a_bufs, b_bufs, ready, empty, as_ptrs, bs_ptrs, off_m, off_n, nk, base,
-                        stride_ask, stride_bsk, layout, STAGES, NUM_WARPS, WS, ROW0, ROWS)
+                        stride_ask, stride_bsk, layout, STAGES, NUM_WARPS, WS, ROW0, ROWS, AHEAD)
         base += nk
         tma.store_wait(0)    # the previous tile's store has read c_smem
         c = c_smem if HALF < 0 else c_smem.index(HALF)
