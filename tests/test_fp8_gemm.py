@@ -167,6 +167,25 @@ def test_allowlist_decides_per_point_with_noise_and_margin():
     assert s["speedup_vs_always_triton"] == pytest.approx((1.0 * 0.995 * 1.25) ** (1 / 3), rel=1e-3)
 
 
+def test_allowlist_ties_are_judged_against_the_fastest_row_only():
+    """Measured on the H200 at (7168, 256), M = 32: Triton 6.40 us (IQR 6.18-6.82), a safer Triton
+    config 6.85 us (6.64-7.31), the library 7.36 us (7.17-7.87). The library is not tied with the
+    fastest row, so it must not win through the safer Triton config it overlaps."""
+    fam = Fp8GemmFamily(SMALL, target="sm_90")
+    safer, fast = {**TRI, "BLOCK_M": 32, "BLOCK_N": 64}, {**TRI, "BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 4}
+    rows = [{**_row("triton", 32, 6.40, fast), "q1_us": 6.18, "q3_us": 6.82},
+            {**_row("triton", 32, 6.85, safer), "q1_us": 6.64, "q3_us": 7.31},
+            {**_row("torch_scaled_mm", 32, 7.36), "q1_us": 7.17, "q3_us": 7.87}]
+    assert fam.safety_key({"backend": "triton", **safer}) > fam.safety_key({"backend": "triton", **fast})
+    p = allowlist.decide(rows, fam.safety_key)
+    assert p["backend"] == "triton" and p["triton_config"]["BLOCK_N"] == 64 and p["triton_config"]["BLOCK_M"] == 32
+    assert p["margin"] == pytest.approx(7.36 / 6.85 - 1, abs=1e-4) and p["decided_by"] == "faster"
+    rows[2] = {**rows[2], "median_us": 6.70, "q1_us": 6.5, "q3_us": 7.0}     # now tied with the fastest: library
+    p = allowlist.decide(rows, fam.safety_key)
+    assert p["backend"] == "library" and "tied" in p["decided_by"]
+    assert p["margin"] == pytest.approx(p["triton_us"] / p["library_us"] - 1, abs=1e-4)    # vs Triton's own choice
+
+
 def test_allowlist_json_and_predicate_exports():
     doc = _doc()
     js = json.loads(allowlist.render_json(doc))

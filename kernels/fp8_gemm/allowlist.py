@@ -3,8 +3,9 @@
 :func:`build` turns timed rows (the engine's results rows, or the benchmark's) into a document:
 per shape and measured M, the fastest verified Triton config and the fastest verified library,
 the choice and its margin. Two times are tied when their interquartile boxes overlap or their
-medians differ by under 1% (``occtune.engine.select.tied``, the engine's noise rule); a tie goes
-to the safer side, which for this family is the library (``Fp8GemmFamily.safety_key``). Between
+medians differ by under 1% (``occtune.engine.select.tied``, the engine's noise rule); among the
+rows tied with the fastest one, the safest wins, which for this family is the library
+(``Fp8GemmFamily.safety_key``). Between
 measured M values the nearest measured M decides (the smaller on a tie), the lookup vLLM and
 sglang use for their tuned-config files; shapes that were not measured go to ``doc["fallback"]``.
 
@@ -57,24 +58,25 @@ def _best(rows: list[dict], safety) -> dict | None:
 
 
 def decide(rows: list[dict], safety) -> dict:
-    """One workload's verdict from its rows (any status): see the module docstring."""
+    """One workload's verdict from its rows (any status): the fastest verified row over both sides;
+    among the rows tied with it, the safest (the engine's rule, ``occtune.engine.select``). Ties
+    are judged against the fastest row only, never chained (a Triton config tied with the fastest
+    one does not bring in a library tied with that config but not with the fastest)."""
     ok = [r for r in rows if r.get("status") == "ok"]
-    tri = _best([r for r in ok if r["config"]["backend"] == "triton"], safety)
-    lib = _best([r for r in ok if r["config"]["backend"] != "triton"], safety)
+    choice = _best(ok, safety)
+    is_tri = lambda r: r["config"]["backend"] == "triton"  # noqa: E731
+    tri = choice if choice is not None and is_tri(choice) else _best([r for r in ok if is_tri(r)], safety)
+    lib = choice if choice is not None and not is_tri(choice) else _best([r for r in ok if not is_tri(r)], safety)
     out = {"triton_us": _us(tri), "library_us": _us(lib), "library_backend": lib["config"]["backend"] if lib else None,
            "triton_config": _triton_part(tri["config"]) if tri else None}
-    if tri is None and lib is None:
+    if choice is None:
         return {**out, "backend": "none", "margin": None, "decided_by": "no backend verified and timed here"}
+    side = "triton" if is_tri(choice) else "library"
     if tri is None or lib is None:
-        side = "triton" if lib is None else "library"
         return {**out, "backend": side, "margin": None, "decided_by": f"only the {side} was verified and timed"}
-    t, l = out["triton_us"], out["library_us"]
-    if _is_tied(tri, lib):
-        side = "library" if safety(lib["config"]) >= safety(tri["config"]) else "triton"
-        how = f"tied inside the noise: the safer {side}"
-    else:
-        side, how = ("triton", "faster") if t < l else ("library", "faster")
-    chosen, other = (t, l) if side == "triton" else (l, t)
+    fastest = min(ok, key=lambda r: _timing(r)["median_us"])
+    how = "faster" if is_tri(fastest) == is_tri(choice) else f"tied inside the noise: the safer {side}"
+    chosen, other = (out["triton_us"], out["library_us"]) if side == "triton" else (out["library_us"], out["triton_us"])
     return {**out, "backend": side, "margin": round(other / chosen - 1, 4), "decided_by": how}
 
 
