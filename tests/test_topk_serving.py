@@ -203,6 +203,27 @@ def test_plan_is_made_once_and_repacked_only_on_new_pointers(fake_gpu):
     assert plan.repacks == before
 
 
+def test_a_known_plain_call_skips_the_argument_checks_but_a_changed_one_does_not(fake_gpu, monkeypatch):
+    """The serving path: a call whose scores' dtype, device, shape and strides and whose k and
+    options were seen before takes its plan without re-checking; anything else is checked."""
+    checked = []
+    monkeypatch.setattr(tk, "_check_args", lambda *a: checked.append(a[1]))
+    main = _main()
+    x1, x2 = torch.zeros(4, 8192), torch.zeros(4, 8192)
+    tk.topk(x1, K, kernel=main)
+    tk.topk(x2, K, kernel=main)                                          # new pointers, same arguments
+    assert checked == [K]
+    for other in (torch.zeros(4, 8192, dtype=torch.float64), torch.zeros(8192, 4).t(), torch.zeros(4, 4096)):
+        tk.plan_for(other, K, kernel=main)
+    tk.topk(x1, 1024, kernel=main)
+    lengths = torch.full((4,), 8192, dtype=torch.int32)
+    tk.topk(x1, K, lengths, kernel=main)
+    tk.topk(x1, K, lengths, kernel=main)                                 # lengths are checked every call
+    assert checked == [K, K, K, K, 1024, K, K]
+    opts = (None,) * 9
+    assert tk._call_key(x1, [K], opts) is None and tk._call_key("not a tensor", K, opts) is None
+
+
 def test_every_launch_binds_this_calls_pointers(fake_gpu):
     """Whatever the allocator returns, the driver reads the pointers of the call it launches."""
     main = _main()

@@ -324,16 +324,20 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
 
     plan, table = _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits,
                            offsets, kernel, prefix_min_row, split, split_kernel, cluster)
-    B, dev = scores.shape[0], scores.device
-    d = plan.dummy
-    out = torch.empty((B, int(k)), dtype=torch.int32, device=dev)
+    d, dp, dev = plan.dummy, plan.dummy_ptr, plan.device
+    out = torch.empty(plan.out_shape, dtype=torch.int32, device=dev)
     # per row: count(t), then the row's TOPK_FLAG_* bits
-    bins = torch.empty((B, 2), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
+    bins = torch.empty((plan.out_shape[0], 2), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
     kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
     tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
                d if table is None else table, bins, scratch, kept)
-    _launch(plan, tensors, dev)
+    # the same pointers as tensors (SCORES ... KEPT), without asking the placeholders for theirs
+    ptrs = (scores.data_ptr(), dp if lengths is None else lengths.data_ptr(),
+            dp if row_starts is None else row_starts.data_ptr(), out.data_ptr(), dp if table is None else table.data_ptr(),
+            bins.data_ptr() if return_diagnostics else plan.sink_ptr, scratch.data_ptr() if plan.scratch_numel else dp,
+            kept.data_ptr() if plan.kept_numel else dp)
+    _launch(plan, tensors, ptrs)
     if not return_diagnostics:
         return out
     counts, flags = bins[:, 0], bins[:, 1]
@@ -344,13 +348,14 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
                  "cluster": plan.ncluster, "launcher": plan.launches[0][0].launcher if plan.launches else None}
 
 
-def _launch(plan: LaunchPlan, tensors: tuple, dev) -> None:
-    """Bind the call's pointers (a tuple compare when none changed) and launch every kernel on
-    torch's current stream. A thread with no (or another device's) CUDA context current gets
-    the device's primary context and a second try of the launch that failed."""
+def _launch(plan: LaunchPlan, tensors: tuple, ptrs: tuple) -> None:
+    """Bind the call's pointers (``tensors``' ``data_ptr()``; a tuple compare when none changed) and
+    launch every kernel on torch's current stream. A thread with no (or another device's) CUDA
+    context current gets the device's primary context and a second try of the launch that failed."""
     import torch
 
-    plan.bind(tuple(map(torch.Tensor.data_ptr, tensors)))
+    plan.bind(ptrs)
+    dev = plan.device
     stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
     for h, grid, block, smem, pack in plan.launches:
         try:
@@ -388,6 +393,10 @@ class LaunchPlan:
     sink: Any                 # [B, 2] bin counts and row flags of calls without diagnostics (never read)
     fast: bool = False        # every launch goes through a driver API (needs the raw stream)
     keep: tuple = ()          # the kernels of the key (their ids key the plan: kept alive)
+    device: Any = None        # the scores' device, and the output's shape (B, k)
+    out_shape: tuple = ()
+    dummy_ptr: int = 0        # dummy.data_ptr(), sink.data_ptr(): asked once
+    sink_ptr: int = 0
     ptrs: tuple = ()
     repacks: int = 0
 
@@ -409,9 +418,30 @@ def _plans() -> dict:
     return plans
 
 
+def _calls() -> dict:
+    """This thread's plans by the raw arguments of a plain call (see ``_call_key``)."""
+    calls = getattr(_TLS, "calls", None)
+    if calls is None:
+        calls = _TLS.calls = {}
+    return calls
+
+
 def clear_plans() -> None:
     """Forget this thread's launch plans (the next call of each shape plans again)."""
     _plans().clear()
+    _calls().clear()
+
+
+def _call_key(scores, k, opts: tuple):
+    """The raw arguments of a call without lengths, row starts or a transform table, as a key
+    (None when ``scores`` is not a tensor): its dtype, device, shape and strides decide what
+    ``_check_args`` checks, so a call with a known key is a checked one."""
+    try:
+        key = (scores.dtype, scores.device, scores.shape, scores.stride(), k, id(opts[0]), id(opts[1]), *opts[2:])
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
 
 
 def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[int, int]:
@@ -474,7 +504,8 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     sink = torch.empty((r.B, 2), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
     return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
-                      keep=(handle, split_kernel))
+                      keep=(handle, split_kernel), device=dev, out_shape=(r.B, int(r.k)),
+                      dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr())
 
 
 def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
@@ -489,7 +520,15 @@ def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget
 
 def _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits, offsets, kernel,
              prefix_min_row, split, split_kernel, cluster):
-    """(plan, transform table or None) of one call, after checking its arguments."""
+    """(plan, transform table or None) of one call, after checking its arguments. A plain call
+    (no lengths, row starts or table) whose raw arguments were seen before takes its plan from
+    ``_calls()`` without re-checking them: the serving path's host time."""
+    plain = lengths is None and row_starts is None and page_table is None and offsets is None
+    ckey = _call_key(scores, k, (kernel, split_kernel, page_bits, prefix_min_row, split, cluster, lds_budget,
+                                 threads, bits)) if plain else None
+    plan = _calls().get(ckey) if ckey is not None else None
+    if plan is not None:
+        return plan, None
     _check_args(scores, k, lengths, row_starts)
     if None in (lds_budget, threads, bits):          # unset: this workload's tuned config, else the default
         tuned = _tuned(*scores.shape, k, scores.device) if kernel is None else {}
@@ -507,6 +546,8 @@ def _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_tab
     plan = plans.get(key)
     if plan is None:
         plan = plans[key] = _make_plan(handle, split_kernel, dev, _PlanKey(*key[3:]))
+    if ckey is not None:
+        _calls()[ckey] = plan
     return plan, table
 
 
