@@ -352,34 +352,36 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 class ArgPack:
     """One kernel's parameters, packed once: ``template`` lists them in order, ``Ptr(i)`` for a
     pointer and an int for a 32-bit int. Ints are written at construction; ``bind(ptrs)``
-    writes pointer ``ptrs[i]`` into every ``Ptr(i)`` slot. ``address`` is the ``void**`` array
-    of the slots that ``cuLaunchKernel`` / ``hipModuleLaunchKernel`` take (it stays valid, and
-    the same, for the pack's lifetime)."""
+    writes pointer ``ptrs[i]`` for every ``Ptr(i)``: all pointers sit in one array (a parameter
+    ``Ptr(i)`` points at its element ``i``, shared by every ``Ptr(i)``), so a bind is one slice
+    assignment. ``address`` is the ``void**`` array of the parameters that ``cuLaunchKernel`` /
+    ``hipModuleLaunchKernel`` take (it stays valid, and the same, for the pack's lifetime)."""
 
     def __init__(self, template):
         self.template = list(template)
-        self._slots, self._ptr_slots = [], []
+        self._n = 1 + max((t.index for t in self.template if isinstance(t, Ptr)), default=-1)
+        self._ptrs = (ctypes.c_uint64 * max(1, self._n))()
+        self._ints = []
+        addrs = []
         for pos, t in enumerate(self.template):
             if isinstance(t, Ptr):
-                slot = ctypes.c_void_p(0)
-                self._ptr_slots.append((slot, t.index))
-            else:
-                v = int(t)
-                if not _INT32_MIN <= v <= _INT32_MAX:
-                    raise UserError(f"kernel argument {pos} = {v} does not fit a 32-bit int")
-                slot = ctypes.c_int(v)
-            self._slots.append(slot)
-        n = max(1, len(self._slots))
-        self._array = (ctypes.c_void_p * n)(*[ctypes.addressof(s) for s in self._slots])
+                addrs.append(ctypes.addressof(self._ptrs) + 8 * t.index)
+                continue
+            v = int(t)
+            if not _INT32_MIN <= v <= _INT32_MAX:
+                raise UserError(f"kernel argument {pos} = {v} does not fit a 32-bit int")
+            self._ints.append(ctypes.c_int(v))
+            addrs.append(ctypes.addressof(self._ints[-1]))
+        self._array = (ctypes.c_void_p * max(1, len(addrs)))(*addrs)
         self.address = ctypes.addressof(self._array)
 
     def bind(self, ptrs) -> None:
-        for slot, i in self._ptr_slots:
-            slot.value = ptrs[i]
+        self._ptrs[:self._n] = ptrs[:self._n]
 
     def packed(self) -> list[int]:
-        """What the slots hold now (pointers and ints), in parameter order."""
-        return [int(s.value or 0) for s in self._slots]
+        """What the parameters hold now (pointers and ints), in parameter order."""
+        ints = iter(self._ints)
+        return [int(self._ptrs[t.index]) if isinstance(t, Ptr) else int(next(ints).value) for t in self.template]
 
     def values(self, tensors) -> list:
         """The same arguments as torch's launcher takes them: ``tensors[i]`` for ``Ptr(i)``."""

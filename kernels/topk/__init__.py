@@ -325,7 +325,8 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     plan, table = _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits,
                            offsets, kernel, prefix_min_row, split, split_kernel, cluster)
     d, dp, dev = plan.dummy, plan.dummy_ptr, plan.device
-    out = torch.empty(plan.out_shape, dtype=torch.int32, device=dev)
+    out = torch.empty_like(plan.out_like, memory_format=torch.contiguous_format)    # [B, k] int32: fewer
+    # host microseconds than torch.empty(shape, dtype=..., device=...)
     # per row: count(t), then the row's TOPK_FLAG_* bits
     bins = torch.empty((plan.out_shape[0], 2), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
@@ -395,6 +396,7 @@ class LaunchPlan:
     keep: tuple = ()          # the kernels of the key (their ids key the plan: kept alive)
     device: Any = None        # the scores' device, and the output's shape (B, k)
     out_shape: tuple = ()
+    out_like: Any = None      # dummy expanded to out_shape: what the output is allocated like
     dummy_ptr: int = 0        # dummy.data_ptr(), sink.data_ptr(): asked once
     sink_ptr: int = 0
     ptrs: tuple = ()
@@ -505,7 +507,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
     return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
                       keep=(handle, split_kernel), device=dev, out_shape=(r.B, int(r.k)),
-                      dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr())
+                      dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr(), out_like=dummy.expand(r.B, int(r.k)))
 
 
 def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
