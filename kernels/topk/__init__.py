@@ -310,7 +310,9 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     grid, block, shared memory, packed arguments); later calls allocate the output (torch's
     caching allocator), re-pack pointers only if one changed, and launch through the driver API
     (``kernel.launcher``: "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's
-    current stream. A call makes no host synchronisation and no allocation outside torch's
+    current stream. A later call without lengths, row starts or a table, whose scores' dtype,
+    device, shape and strides, k and options match an earlier one in this thread, also skips the
+    argument checks and the tuned-config lookup (``clear_plans`` forgets them). A call makes no host synchronisation and no allocation outside torch's
     allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
     inputs copied into the captured tensors: the recommended serving mode (make one eager call
     first, outside the capture, so that compilation and the plan happen there). Not capturable:
