@@ -171,7 +171,7 @@ def markdown(doc, rows, target, peak, wall_s) -> str:
              f"{_f(peak / 1e12 if peak else None, '.1f')} TFLOP/s ({_peak_source(target)}).", "",
              "Times are medians of CUDA-event samples with the L2 flushed before each launch; every output "
              "was verified against the float64 reference first (relative L2 and max-abs <= 2^-7). "
-             "Ties (IQR overlap or < 1%) go to the library.", "",
+             "Rows tied with the fastest one (IQR overlap or < 1%) go to the library.", "",
              "| n,k | M | Triton us | Triton config | library us | library | TFLOP/s (chosen) | % fp8 peak | choice | margin |",
              "|---|---:|---:|---|---:|---|---:|---:|---|---:|"]
     for key, s in doc["shapes"].items():

@@ -249,7 +249,7 @@ def print_allowlist(doc, target, console) -> None:
     from rich.table import Table
 
     peak = getattr(target, "peak_fp8_dense_flops", None)
-    t = Table(title=f"allow-list for {doc['target']} (ties inside the noise go to the library)")
+    t = Table(title=f"allow-list for {doc['target']} (the fastest; a tie with it, inside the noise, goes to the library)")
     for col in ("n,k", "M", "triton us", "library us", "library", "TFLOP/s", "% fp8 peak", "choice", "margin"):
         t.add_column(col, justify="left" if col in ("n,k", "library", "choice") else "right")
     for key, s in doc["shapes"].items():
