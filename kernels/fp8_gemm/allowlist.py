@@ -42,19 +42,16 @@ def _timing(r: dict) -> dict:
             "q3_us": r.get("q3_us", t.get("q3_us"))}
 
 
-def _is_tied(a: dict, b: dict) -> bool:
-    from occtune.engine.select import tied
-
-    return tied({"timing": _timing(a)}, {"timing": _timing(b)})
-
-
 def _best(rows: list[dict], safety) -> dict | None:
-    """Fastest row; among those tied with it, the safest (then the faster)."""
+    """Fastest row; among those tied with it, the safest (then the faster): the engine's rule,
+    ``occtune.engine.select.pick``."""
+    from occtune.engine.select import pick
+
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: _timing(r)["median_us"])
-    group = [r for r in rows if _is_tied(rows[0], r)]
-    return max(group, key=lambda r: (safety(r["config"]), -_timing(r)["median_us"]))
+    timed = sorted(({"config": r["config"], "timing": _timing(r), "row": r} for r in rows),
+                   key=lambda t: t["timing"]["median_us"])
+    return pick(timed, safety)[0]["row"]
 
 
 def decide(rows: list[dict], safety) -> dict:

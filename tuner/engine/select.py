@@ -66,10 +66,12 @@ def _candidates(rows, family, workloads):
     return good, excluded
 
 
-def _pick(rows_fast_first: list[dict], family, min_rel_noise) -> tuple[dict, list[dict]]:
+def pick(rows_fast_first: list[dict], safety, min_rel_noise: float = 0.01) -> tuple[dict, list[dict]]:
+    """(winner, tied group) of ok rows sorted fastest first: the rows tied with the fastest one
+    (never with each other in a chain), then the larger ``safety(config)``, then the faster median."""
     best = rows_fast_first[0]
     group = [r for r in rows_fast_first if tied(best, r, min_rel_noise)]
-    win = max(group, key=lambda r: (family.safety_key(r["config"]), -_timing(r)[0]))
+    win = max(group, key=lambda r: (safety(r["config"]), -_timing(r)[0]))
     return win, group
 
 
@@ -82,7 +84,7 @@ def select(result, family, min_rel_noise: float = 0.01) -> Selection:
         return sel
     for w, wk in zip(result.workloads, wl_keys):
         rs = sorted((good[k][wk] for k in good), key=lambda r: _timing(r)[0])
-        win, group = _pick(rs, family, min_rel_noise)
+        win, group = pick(rs, family.safety_key, min_rel_noise)
         sel.per_workload.append({"workload": w, "winner": win["config"], "median_us": _timing(win)[0],
                                  "fastest": rs[0]["config"], "tied": [r["config"] for r in group]})
     base_k = key_of(result.baseline)
