@@ -221,6 +221,18 @@ def test_cross_compiles_for_gfx942_gfx950_sm90():
     assert small.threads == 128 and small.regs > 0 and deep.dynamic_lds > small.dynamic_lds
 
 
+def test_profile_says_which_configs_a_target_cannot_run():
+    prof = Fp8GemmFamily(SMALL, target="sm_90").profile
+    assert prof.left_out("sm_90") == []
+    amd = prof.left_out("gfx950")
+    assert [g["pipes"] for g in amd] == [[1, 2, 3], [4, 5, 6, 7]] and "sm_90 or later" in amd[0]["reason"]
+    n_all = len({tuple(sorted(c.items())) for _, cs in prof.buckets for c in cs})
+    assert sum(g["configs"] for g in amd) + len(prof.triton_configs("gfx950")) == n_all    # AMD options not crossed
+    blackwell = prof.left_out("sm_100")
+    assert [g["pipes"] for g in blackwell] == [[4, 5, 6, 7]] and "sm_90 only" in blackwell[0]["reason"]
+    assert prof.left_out("gfx950", [0]) == []                          # the M = 1 bucket: pointer loads only
+
+
 def test_cli_analytic_gfx950_json():
     from click.testing import CliRunner
 
@@ -237,6 +249,7 @@ def test_cli_analytic_gfx950_json():
         assert row["vgprs"] > 0 and row["fits"] and row["blocks_per_cu"] >= 1
         assert row["resources_source"].startswith("compiled") and "kpack" not in row["config"]
     assert set(doc["library_backends"]) == {"torch_scaled_mm", "aiter", "aiter_bpreshuffle"}
+    assert doc["left_out"] == []                                         # explicit configs: all PIPE 0
 
 
 @pytest.mark.parametrize("args,frag", [

@@ -107,9 +107,13 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, e
 
 # --- analytic ---------------------------------------------------------------------------------
 
+def _buckets(fam) -> list[int]:
+    return sorted({fam.profile.bucket_of(w["M"]) for w in fam.workloads()})
+
+
 def _analytic_configs(fam) -> list[dict]:
     """The Triton configs the workloads' M buckets time, and the baseline."""
-    buckets = sorted({fam.profile.bucket_of(w["M"]) for w in fam.workloads()})
+    buckets = _buckets(fam)
     out = [fam.baseline_config()] if "triton" in fam.backends else []
     for b in buckets:
         out += [c for c in fam.profile.triton_configs(fam.target, b) if c not in out]
@@ -130,14 +134,19 @@ def _analytic(fam, target, as_json) -> None:
              f"from the model; nothing timed; fp8 type {fam.fp8}")
     libs = {b: "not measured: analytic run (no GPU); tune fp8-gemm on the target probes and times it"
             for b in fam.backends if b != "triton"}
+    left_out = fam.profile.left_out(fam.target, _buckets(fam)) if "triton" in fam.backends else []
     if as_json:
         emit_json({"family": fam.name, "target": target.name, "timed": False, "analytic": True, "label": label,
                    "fp8_dtype": fam.fp8, "resources_workload": fam._representative(), "rows": res.rows,
-                   "skipped": res.skipped, "winner": res.winner, "why": res.why, "library_backends": libs,
+                   "skipped": res.skipped, "left_out": left_out, "winner": res.winner, "why": res.why,
+                   "library_backends": libs,
                    "unconfirmed_target_parameters": target.unconfirmed(),
                    "provenance": provenance.collect(target=target.name, target_file=target.path)})
         return
     _print_analytic(fam, target, res, label, libs, console)
+    for g in left_out:
+        console.print(f"not listed for {target.name}: {g['configs']} config(s) of the profile with PIPE "
+                      f"{', '.join(map(str, g['pipes']))}: {g['reason']}")
 
 
 def _cfg_text(c: dict) -> str:

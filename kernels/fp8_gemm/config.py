@@ -176,6 +176,24 @@ class Profile:
                         out.append(cfg)
         return out
 
+    def left_out(self, target: str, buckets=None) -> list[dict]:
+        """The Triton configs (of these buckets, or all) that ``triton_configs`` leaves out on
+        ``target`` because it lacks their PIPE's kernel, grouped: [{"pipes", "configs", "reason"}]."""
+        why = {True: "the Gluon wgmma kernel runs on NVIDIA sm_90 only",
+               False: "TMA descriptor loads need NVIDIA sm_90 or later"}
+        groups: dict[bool, dict] = {}
+        seen = []
+        for _, configs in self.buckets if buckets is None else [self.buckets[b] for b in buckets]:
+            for c in configs:
+                if pipe_runs_on(c, target) or c in seen:
+                    continue
+                seen.append(c)
+                g = groups.setdefault(c["PIPE"] in PIPES_WGMMA, {"pipes": set(), "configs": 0})
+                g["pipes"].add(c["PIPE"])
+                g["configs"] += 1
+        return [{"pipes": sorted(g["pipes"]), "configs": g["configs"], "reason": why[k]}
+                for k, g in sorted(groups.items())]
+
 
 def _read(path: Path) -> dict:
     import yaml
