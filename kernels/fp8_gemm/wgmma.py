@@ -107,7 +107,7 @@ def _mma(a_bufs, b_bufs, ready, g, acc, STAGES: gl.constexpr, ROW0: gl.constexpr
 
 @gluon.jit
 def _scales(as_ptrs, bs_ptr, step, nk, stride_ask, stride_bsk):
-    """Step ``step``'s row scales times the tile's block scale: [BLOCK_M] (a step past the last
+    """Step ``step``'s row scales times the tile's block scale: [rows] (a step past the last
     one reads the last one's: loaded ahead, never used)."""
     step = gl.minimum(step, nk - 1)
     return gl.load(as_ptrs + step * stride_ask) * gl.load(bs_ptr + step * stride_bsk)

@@ -330,7 +330,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     out = torch.empty_like(plan.out_like, memory_format=torch.contiguous_format)    # [B, k] int32: fewer
     # host microseconds than torch.empty(shape, dtype=..., device=...)
     # per row: count(t), then the row's TOPK_FLAG_* bits
-    bins = torch.empty((plan.out_shape[0], 2), dtype=torch.int32, device=dev) if return_diagnostics else plan.sink
+    bins = torch.empty_like(plan.sink) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
     kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
     tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
@@ -396,9 +396,8 @@ class LaunchPlan:
     sink: Any                 # [B, 2] bin counts and row flags of calls without diagnostics (never read)
     fast: bool = False        # every launch goes through a driver API (needs the raw stream)
     keep: tuple = ()          # the kernels of the key (their ids key the plan: kept alive)
-    device: Any = None        # the scores' device, and the output's shape (B, k)
-    out_shape: tuple = ()
-    out_like: Any = None      # dummy expanded to out_shape: what the output is allocated like
+    device: Any = None        # the scores' device
+    out_like: Any = None      # dummy expanded to the output's [B, k]: what the output is allocated like
     dummy_ptr: int = 0        # dummy.data_ptr(), sink.data_ptr(): asked once
     sink_ptr: int = 0
     ptrs: tuple = ()
@@ -508,7 +507,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     sink = torch.empty((r.B, 2), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
     return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
-                      keep=(handle, split_kernel), device=dev, out_shape=(r.B, int(r.k)),
+                      keep=(handle, split_kernel), device=dev,
                       dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr(), out_like=dummy.expand(r.B, int(r.k)))
 
 
