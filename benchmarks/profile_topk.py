@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
           f"{' ' + str(extra) if extra else ''}")
     tiny = torch.zeros(1, device="cuda")
-    base, _ = kernel_time(tiny.zero_, a.reps)
+    base, *_ = kernel_time(tiny.zero_, a.reps)
     print(f"# harness: a one-element fill times {base:.1f} us the same way (launch and event overhead)")
     cols = [p[0] for p in PHASES] + ["kernel_max"]
     print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'cl':>2} {'call us':>8} " +
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
                     cl = {"auto": None, "on": True, "off": False}[cm]
                     out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split,
                                         cluster=cl)
-                    med, _ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cl),
+                    med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cl),
                                          a.reps)
                     st = tk.topk(x, a.k, kernel=kprof, split=split, cluster=cl)[:, :15].cpu().tolist()
                     ph = phase_table(st, ghz)

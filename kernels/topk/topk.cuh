@@ -493,7 +493,11 @@ struct TopkRowSrc {
   template <typename F>
   __device__ inline void visit(F& f) const { topk_for_row(p, n, f); }
 };
-struct TopkListSrc {
+// U: 8-byte loads in flight per thread and round. A list in shared memory takes 4; the row's
+// global list, read by one block that has the SM to itself at small B (the split plan's finish),
+// takes TOPK_GLIST_UNROLL: each round waits out one L2 latency.
+template <int U>
+struct TopkListSrcU {
   const topk_u32* p;   // pairs (index, canonical bits)
   int n;
   bool sync_loads = false;   // barrier between each round's loads and its visits: f may then
@@ -501,21 +505,26 @@ struct TopkListSrc {
   template <typename F>
   __device__ inline void visit(F& f) const {
     const topk_u2* e = (const topk_u2*)p;   // 8-byte aligned: global scratch or shared list
-    for (int base = 0; base < n; base += 4 * TOPK_THREADS) {
-      topk_u2 q[4];                          // four 8-byte loads in flight per thread
+    for (int base = 0; base < n; base += U * TOPK_THREADS) {
+      topk_u2 q[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int i = base + u * TOPK_THREADS + TOPK_TID;
         if (i < n) q[u] = e[i];
         else q[u].x = q[u].y = 0u;
       }
       if (sync_loads) TOPK_SYNC();
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < U; ++u)
         f.template call<true>((int)q[u].x, q[u].y, base + u * TOPK_THREADS + TOPK_TID < n);
     }
   }
 };
+#ifndef TOPK_GLIST_UNROLL
+#define TOPK_GLIST_UNROLL 4
+#endif
+typedef TopkListSrcU<4> TopkListSrc;
+typedef TopkListSrcU<TOPK_GLIST_UNROLL> TopkGlobalListSrc;
 
 struct TopkHistOp {
   int* hist;
@@ -1440,7 +1449,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       // the histogram is exact at every bin >= t except -0.0's, where only the list (an upper
       // set itself) is complete: an overflowed list with that threshold bin takes the plain path.
       if (list_ok) {
-        TopkListSrc ls;
+        TopkGlobalListSrc ls;
         ls.p = srow;
         ls.n = kept;
         topk_from_hist(sh, cand, ls, K, o, tr, diag);
