@@ -493,6 +493,46 @@ struct TopkRowSrc {
   template <typename F>
   __device__ inline void visit(F& f) const { topk_for_row(p, n, f); }
 };
+// One round of a list visit: U entries per lane (valid: inside the list), each through the op's
+// call<true>. Ops whose updates are slot reservations (collect, narrowing) overload it to
+// reserve the round's slots at once (topk_reserve_round): one atomic per warp and counter per
+// round instead of one per entry, which is what the one-block finish waits on (its lists are
+// short, its atomics are a chain).
+template <int U, typename F>
+__device__ inline void topk_list_round(F& f, const topk_u2 (&q)[U], const bool (&valid)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) f.template call<true>((int)q[u].x, q[u].y, valid[u]);
+}
+
+// Uniform contexts only: slot[u] = one slot of *ctr for each lane's pred[u] (-1 where unset),
+// the round's slots of a warp reserved with one atomic (CUDA); per-lane atomics elsewhere.
+template <int U>
+__device__ static inline void topk_reserve_round(int* ctr, const bool (&pred)[U], int (&slot)[U]) {
+#ifdef TOPK_WARP_AGG
+  unsigned m[U];
+  int total = 0;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    m[u] = __ballot_sync(TOPK_FULL, pred[u]);
+    total += __popc(m[u]);
+  }
+  int base = 0;
+  if (total) {                                   // warp-uniform
+    if (topk_lane() == 0u) base = atomicAdd(ctr, total);
+    base = __shfl_sync(TOPK_FULL, base, 0);
+  }
+  const unsigned below = (1u << topk_lane()) - 1u;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    slot[u] = pred[u] ? base + __popc(m[u] & below) : -1;
+    base += __popc(m[u]);
+  }
+#else
+#pragma unroll
+  for (int u = 0; u < U; ++u) slot[u] = pred[u] ? topk_atomic_add(ctr, 1) : -1;
+#endif
+}
+
 // U: 8-byte loads in flight per thread and round. A list in shared memory takes 4; the row's
 // global list, read by one block that has the SM to itself at small B (the split plan's finish),
 // takes TOPK_GLIST_UNROLL: each round waits out one L2 latency.
@@ -514,9 +554,10 @@ struct TopkListSrcU {
         else q[u].x = q[u].y = 0u;
       }
       if (sync_loads) TOPK_SYNC();
+      bool valid[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-        f.template call<true>((int)q[u].x, q[u].y, base + u * TOPK_THREADS + TOPK_TID < n);
+      for (int u = 0; u < U; ++u) valid[u] = base + u * TOPK_THREADS + TOPK_TID < n;
+      topk_list_round<U>(f, q, valid);
     }
   }
 };
@@ -586,9 +627,12 @@ struct TopkCollectOp {
   template <bool U>
   __device__ inline void call(int idx, topk_u32 bits, bool valid) const {
     int bin = topk_bin(bits);
-    int pos = topk_reserve<U>(&sh->out_pos, emit && valid && bin > t);
+    put(idx, bits, topk_reserve<U>(&sh->out_pos, emit && valid && bin > t),
+        topk_reserve<U>(&sh->cand_n, collect && valid && bin == t));
+  }
+  // pos >= 0: an output slot; c >= 0: a candidate slot
+  __device__ inline void put(int idx, topk_u32 bits, int pos, int c) const {
     if (pos >= 0) out[pos] = tr->apply(idx);
-    int c = topk_reserve<U>(&sh->cand_n, collect && valid && bin == t);
     if (c >= 0 && c < TOPK_CAP) {
 #ifdef TOPK_CLUSTER_OK
       if (push) {
@@ -601,6 +645,22 @@ struct TopkCollectOp {
     }
   }
 };
+
+template <int U>
+__device__ inline void topk_list_round(TopkCollectOp& f, const topk_u2 (&q)[U], const bool (&valid)[U]) {
+  bool above[U], in[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int bin = topk_bin(q[u].y);
+    above[u] = f.emit && valid[u] && bin > f.t;
+    in[u] = f.collect && valid[u] && bin == f.t;
+  }
+  int pos[U], c[U];
+  topk_reserve_round<U>(&f.sh->out_pos, above, pos);
+  topk_reserve_round<U>(&f.sh->cand_n, in, c);
+#pragma unroll
+  for (int u = 0; u < U; ++u) f.put((int)q[u].x, q[u].y, pos[u], c[u]);
+}
 
 // Step 3, one radix pass: histogram of the digit at `shift` of fine keys matching the prefix.
 struct TopkDigitOp {
@@ -682,11 +742,15 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
 // list position (all ranks distinct); the `need` of rank < need are emitted. Every thread takes
 // one (candidate, part of the list) pair, partial ranks add up in sh.hist (free here), so the
 // whole block works even on a short list; every thread of a pass reads the same entry (a
-// broadcast). Two barriers instead of four radix passes. All threads call it.
-__device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* cand, int n,
+// broadcast). Two barriers instead of four radix passes. All threads call it. The list's bits
+// become fine keys in place (computed once, not once per comparison): nothing reads it after.
+__device__ static inline void topk_rank_emit(TopkShared& sh, topk_u32* cand, int n,
                                              int need, int* out, const TopkTransform& tr) {
   const int tid = TOPK_TID;
-  for (int i = tid; i < n; i += TOPK_THREADS) sh.hist[i] = 0;
+  for (int i = tid; i < n; i += TOPK_THREADS) {
+    sh.hist[i] = 0;
+    cand[2 * i + 1] = topk_fine_key(cand[2 * i + 1]);   // in place: the list ends here
+  }
   TOPK_SYNC();
   const int parts = n > 0 && TOPK_THREADS / n > 1 ? TOPK_THREADS / n : 1;
   const int per = n > 0 ? (n + parts - 1) / parts : 0;
@@ -694,11 +758,11 @@ __device__ static inline void topk_rank_emit(TopkShared& sh, const topk_u32* can
     const int i = w % n;
     const int j0 = (w / n) * per;
     const int j1 = j0 + per < n ? j0 + per : n;
-    const topk_u32 ki = topk_fine_key(cand[2 * i + 1]);
+    const topk_u32 ki = cand[2 * i + 1];
     int r = 0;
 #pragma unroll 4
     for (int j = j0; j < j1; ++j) {
-      const topk_u32 kj = topk_fine_key(cand[2 * j + 1]);
+      const topk_u32 kj = cand[2 * j + 1];
       r += (int)((kj > ki) | ((kj == ki) & (j < i)));
     }
     if (r) topk_atomic_add(&sh.hist[i], r);
@@ -809,24 +873,56 @@ struct TopkRangeOp {
     const topk_u32 k = topk_fine_key(bits);
     const bool above = valid && k > hi && k <= emit_hi;
     const bool in = valid && k >= lo && k <= hi;
-    if (mode == 0) {
-      if (in) {
-        kmin = k < kmin ? k : kmin;
-        kmax = k > kmax ? k : kmax;
-      }
-      topk_hist_add<U>(hist, in ? (int)((k - lo) >> shift) : 0, in);
-    } else if (mode == 1) {
-      const int c = topk_reserve<U>(&sh->cand_n, in);
-      if (c >= 0 && c < TOPK_CAP) {
-        cand[2 * c] = (topk_u32)idx;
-        cand[2 * c + 1] = bits;
-      }
-    }
+    if (mode == 0) count<U>(k, in);
+    if (mode == 1) put(idx, bits, topk_reserve<U>(&sh->cand_n, in));
     const int e = topk_reserve<U>(&sh->eq_taken, mode == 2 && in);
     const int pos = topk_reserve<U>(&sh->out_pos, above || (e >= 0 && e < need));
     if (pos >= 0) out[pos] = tr->apply(idx);
   }
+  template <bool U>
+  __device__ inline void count(topk_u32 k, bool in) {   // mode 0
+    if (in) {
+      kmin = k < kmin ? k : kmin;
+      kmax = k > kmax ? k : kmax;
+    }
+    topk_hist_add<U>(hist, in ? (int)((k - lo) >> shift) : 0, in);
+  }
+  __device__ inline void put(int idx, topk_u32 bits, int c) const {   // mode 1
+    if (c >= 0 && c < TOPK_CAP) {
+      cand[2 * c] = (topk_u32)idx;
+      cand[2 * c + 1] = bits;
+    }
+  }
 };
+
+// Modes 0 and 1 reserve a round's slots at once (mode 2's slots depend on each taken count).
+template <int U>
+__device__ inline void topk_list_round(TopkRangeOp& f, const topk_u2 (&q)[U], const bool (&valid)[U]) {
+  if (f.mode == 2) {                              // block-uniform
+#pragma unroll
+    for (int u = 0; u < U; ++u) f.template call<true>((int)q[u].x, q[u].y, valid[u]);
+    return;
+  }
+  bool above[U], in[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const topk_u32 k = topk_fine_key(q[u].y);
+    above[u] = valid[u] && k > f.hi && k <= f.emit_hi;
+    in[u] = valid[u] && k >= f.lo && k <= f.hi;
+    if (f.mode == 0) f.template count<true>(k, in[u]);
+  }
+  int pos[U];
+  if (f.mode == 1) {
+    int c[U];
+    topk_reserve_round<U>(&f.sh->cand_n, in, c);
+#pragma unroll
+    for (int u = 0; u < U; ++u) f.put((int)q[u].x, q[u].y, c[u]);
+  }
+  topk_reserve_round<U>(&f.sh->out_pos, above, pos);
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (pos[u] >= 0) f.out[pos[u]] = f.tr->apply((int)q[u].x);
+}
 
 // One pass; mode 0 also leaves the interval's smallest and largest key in TOPK_NMIN / TOPK_NMAX.
 template <typename Src>
