@@ -1748,14 +1748,10 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
   const int nt = topk_csum[t];   // every bin-t value of the row is kept (kept >= f0)
-  // this block's first output slot: the bins > t of the blocks of lower rank (a thread's S
-  // remote loads per bin in flight together: a loop to `rank` paid one DSMEM latency per rank)
+  // this block's first output slot: the bins > t of the blocks of lower rank
   int mine = 0;
-  for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS) {
-#pragma unroll
-    for (int r = 0; r < S; ++r)
-      if (r < (int)rank) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
-  }
+  for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
+    for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
 #ifdef TOPK_WARP_AGG
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
@@ -1770,11 +1766,10 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const int base0 = topk_ckept[0] < TOPK_CAP ? topk_ckept[0] : TOPK_CAP;
   const bool bin_fits = nt <= TOPK_CAP;
   const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
-  if (push && tid < 32) {   // warp 0: lane r < rank reads rank r's bin-t count (S <= 8 lanes)
-    int coff = tid < (int)rank ? topk_map_rank(sh.hist, (unsigned)tid)[t] : 0;
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) coff += __shfl_xor_sync(TOPK_FULL, coff, d);
-    if (tid == 0) sh.cand_n = coff;
+  if (push && tid == 0) {
+    int coff = 0;
+    for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
+    sh.cand_n = coff;
   }
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
