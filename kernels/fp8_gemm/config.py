@@ -92,10 +92,16 @@ def config_problem(config: dict, target: str) -> str:
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if not pipe_runs_on(config, target):
-        if config["PIPE"] in PIPES_WGMMA:
-            return f"PIPE={config['PIPE']} (Gluon wgmma) needs an NVIDIA sm_90 target (wgmma is Hopper's), not {target}"
-        return f"PIPE={config['PIPE']} (TMA descriptor loads) needs an NVIDIA sm_90+ target, not {target}"
+        return f"PIPE={config['PIPE']} cannot run on {target}: {pipe_needs(config['PIPE'])}"
     return wgmma_problem(config) if config["PIPE"] in PIPES_WGMMA else ""
+
+
+def pipe_needs(pipe: int) -> str:
+    """What the kernel of ``pipe`` (1-7) needs of the target: the reason ``config_problem`` gives
+    for one config and ``Profile.left_out`` for a group of them."""
+    if pipe in PIPES_WGMMA:
+        return "the Gluon wgmma kernel runs on NVIDIA sm_90 only (wgmma is Hopper's)"
+    return "TMA descriptor loads need NVIDIA sm_90 or later"
 
 
 def wgmma_problem(config: dict, N: int | None = None) -> str:
@@ -179,8 +185,6 @@ class Profile:
     def left_out(self, target: str, buckets=None) -> list[dict]:
         """The Triton configs (of these buckets, or all) that ``triton_configs`` leaves out on
         ``target`` because it lacks their PIPE's kernel, grouped: [{"pipes", "configs", "reason"}]."""
-        why = {True: "the Gluon wgmma kernel runs on NVIDIA sm_90 only",
-               False: "TMA descriptor loads need NVIDIA sm_90 or later"}
         groups: dict[bool, dict] = {}
         seen = []
         for _, configs in self.buckets if buckets is None else [self.buckets[b] for b in buckets]:
@@ -191,8 +195,8 @@ class Profile:
                 g = groups.setdefault(c["PIPE"] in PIPES_WGMMA, {"pipes": set(), "configs": 0})
                 g["pipes"].add(c["PIPE"])
                 g["configs"] += 1
-        return [{"pipes": sorted(g["pipes"]), "configs": g["configs"], "reason": why[k]}
-                for k, g in sorted(groups.items())]
+        return [{"pipes": sorted(g["pipes"]), "configs": g["configs"], "reason": pipe_needs(min(g["pipes"]))}
+                for _, g in sorted(groups.items())]
 
 
 def _read(path: Path) -> dict:
