@@ -185,18 +185,18 @@ class Profile:
     def left_out(self, target: str, buckets=None) -> list[dict]:
         """The Triton configs (of these buckets, or all) that ``triton_configs`` leaves out on
         ``target`` because it lacks their PIPE's kernel, grouped: [{"pipes", "configs", "reason"}]."""
-        groups: dict[bool, dict] = {}
+        groups: dict[str, dict] = {}      # by reason: what the PIPE's kernel needs of the target
         seen = []
         for _, configs in self.buckets if buckets is None else [self.buckets[b] for b in buckets]:
             for c in configs:
                 if pipe_runs_on(c, target) or c in seen:
                     continue
                 seen.append(c)
-                g = groups.setdefault(c["PIPE"] in PIPES_WGMMA, {"pipes": set(), "configs": 0})
+                g = groups.setdefault(pipe_needs(c["PIPE"]), {"pipes": set(), "configs": 0})
                 g["pipes"].add(c["PIPE"])
                 g["configs"] += 1
-        return [{"pipes": sorted(g["pipes"]), "configs": g["configs"], "reason": pipe_needs(min(g["pipes"]))}
-                for _, g in sorted(groups.items())]
+        return [{"pipes": sorted(g["pipes"]), "configs": g["configs"], "reason": why}
+                for why, g in sorted(groups.items(), key=lambda kv: min(kv[1]["pipes"]))]
 
 
 def _read(path: Path) -> dict:
