@@ -504,7 +504,7 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
         prefix, scap = tk.long_row_plan(L, 2048)
         s = tk.split_plan(B, L, scap, 132, None, 2)
         assert s == 8 and sgrid == (B * s,) and sargs[-1] == s and sblock == (512,)
-        assert sargs[-2].numel() == B * (1 + 4096)          # per row: kept count + 12-bit histogram
+        assert sargs[-2].numel() == B * (2 + 4096)          # per row: kept count, 12-bit histogram, cut bin
         assert mgrid == (B,) and margs[-1] == 1 and margs[-2] is sargs[-2]
         assert margs[-4:-2] == [scap, prefix]
     assert occ_calls == [(tk.SPLIT_KERNEL_NAME, 512)]        # asked once, then remembered

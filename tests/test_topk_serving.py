@@ -165,7 +165,7 @@ def test_split_path_two_launches_share_the_call_buffers(fake_gpu):
     scratch, kept = sp[8], sp[11]
     assert sp[8:] == [scratch, scap, prefix, kept, 8] and mp[14:] == [scratch, scap, prefix, kept, 1]
     assert scratch != kept and plan.dummy.data_ptr() not in (scratch, kept)
-    assert plan.scratch_numel == 8 * 2 * scap and plan.kept_numel == 8 * (1 + 4096)
+    assert plan.scratch_numel == 8 * 2 * scap and plan.kept_numel == 8 * (2 + 4096)
 
 
 def test_cluster_path_one_launch_with_a_spill_list(fake_gpu):

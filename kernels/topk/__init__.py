@@ -496,8 +496,9 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
         if nsplit > 1:
             skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
                                                                                 r.bits, dev)
-            # per row: the kept-list length, then the coarse histogram of the kept values
-            kept_numel = r.B * (1 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", r.bits))))
+            # per row (TOPK_SPLIT_REC): the kept-list length, the coarse histogram of the kept
+            # values, 1 + the bin the sampled floor cut (0: none)
+            kept_numel = r.B * (2 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", r.bits))))
             launches.append((skern, r.B * nsplit, nthreads, skern.dynamic_smem,
                              ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), nsplit])))
         launches.append((handle, r.B, nthreads, handle.dynamic_smem,

@@ -1264,7 +1264,8 @@ __device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, int* g
 }
 
 #define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
-#define TOPK_SPLIT_REC (1 + TOPK_BINS)   // ints per row in split_kept: kept count, histogram
+#define TOPK_SPLIT_REC (2 + TOPK_BINS)   // ints per row in split_kept: kept count, histogram,
+                                         // 1 + the bin f0 cut (topk_sample_floor), 0 if none
 #ifndef TOPK_SPLIT_STAGE
 #define TOPK_SPLIT_STAGE 2560   // shared-memory list entries of one split block (20 KiB)
 #endif
@@ -1292,10 +1293,16 @@ __device__ static inline bool topk_use_long(int len, int K, int prefix_len, int 
 }
 
 // Long rows: a strided sample guesses a bin t0 that about 1.5K*4096/len + 16 sample values
-// reach; returns f0, the smallest fine key of bin t0. Deterministic (the same f0 in every block
-// that samples the same row). Needs sh.hist cleared on entry; leaves it cleared.
+// reach; returns f0, the smallest fine key of bin t0, or, where t0 is a fat bin, a key inside it:
+// when t0 holds many more sample values than the aim still needs and the sample puts at least
+// 2K of the row above t0, a second histogram of the sample values in t0 (over t0's fine-key
+// interval) places f0 where the aim is reached (an 8-bit bin near the top of a normal row holds
+// ~20K of 1M values; the row's kept values drop to about 12-bit's). *cut = t0 then (the one bin
+// whose count among the kept values is partial: a threshold bin equal to it takes the plain
+// path, which recounts the row), else -1. Deterministic (the same f0 in every block that samples
+// the same row). Needs sh.hist cleared on entry; leaves it cleared.
 __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float* p, int len,
-                                                    int K) {
+                                                    int K, int* cut) {
   const int tid = TOPK_TID;
   const topk_f4* v = (const topk_f4*)p;
   const bool al = (((unsigned long long)p) & 15ull) == 0ull;
@@ -1325,20 +1332,55 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   TOPK_SYNC();
   // TOPK_SAMPLE_MARGIN percent of the expected count (default 1.5 times it), plus 16
   long long want = (long long)TOPK_SAMPLE_MARGIN * K * (4 * TOPK_SAMPLE4) / (100ll * len) + 16;
-  topk_find_threshold(sh, TOPK_BINS, (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4));
+  const int aim = (int)(want < 4 * TOPK_SAMPLE4 ? want : 4 * TOPK_SAMPLE4);
+  topk_find_threshold(sh, TOPK_BINS, aim);
+  const int t0 = sh.sel_bin;
+  const int need0 = aim - sh.sel_above;           // >= 1 sample values of t0 still to reach
+  const bool refine = sh.hist[t0] > 2 * need0 + 16 &&
+                      (long long)sh.sel_above * len >= 2ll * K * (4 * TOPK_SAMPLE4);   // block-uniform
+  // t0's fine-key interval [lo, hi] into sh.scan (free after the threshold search's barrier)
 #ifdef TOPK_WARP_AGG
   if (tid < 32) {                  // warp 0: a 32-way search (7 rounds instead of 32 steps)
-    const topk_u32 f = topk_fine_floor_of_bin_warp(sh.sel_bin);
+    const topk_u32 f = topk_fine_floor_of_bin_warp(t0);
 #ifdef TOPK_VERIFY_FLOOR
-    if (tid == 0 && f != topk_fine_floor_of_bin(sh.sel_bin)) __trap();
+    if (tid == 0 && f != topk_fine_floor_of_bin(t0)) __trap();
 #endif
-    if (tid == 0) sh.sel_above = (int)f;   // f0, reused slot
+    const topk_u32 up = refine && t0 + 1 < TOPK_BINS ? topk_fine_floor_of_bin_warp(t0 + 1) - 1u : 0xFFFFFFFFu;
+    if (tid == 0) {
+      sh.scan[0] = (int)f;
+      sh.scan[1] = (int)up;
+    }
   }
 #else
-  if (tid == 0) sh.sel_above = (int)topk_fine_floor_of_bin(sh.sel_bin);   // f0, reused slot
+  if (tid == 0) {
+    sh.scan[0] = (int)topk_fine_floor_of_bin(t0);
+    sh.scan[1] = (int)(refine && t0 + 1 < TOPK_BINS ? topk_fine_floor_of_bin(t0 + 1) - 1u : 0xFFFFFFFFu);
+  }
 #endif
   TOPK_SYNC();
-  const topk_u32 f0 = (topk_u32)sh.sel_above;
+  topk_u32 f0 = (topk_u32)sh.scan[0];
+  *cut = -1;
+  if (refine) {
+    const topk_u32 hi = (topk_u32)sh.scan[1];
+    const int bl = topk_bitlen(hi - f0);
+    const int shift = bl > TOPK_COARSE_BITS ? bl - TOPK_COARSE_BITS : 0;   // < TOPK_BINS sub-bins
+    topk_clear_hist(sh, TOPK_BINS);
+    TOPK_SYNC();
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+      if (tid + u * TOPK_THREADS >= TOPK_SAMPLE4) continue;
+      const float x[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const topk_u32 k = topk_fine_key(topk_canon(topk_bits(x[j])));
+        if (k >= f0 && k <= hi) topk_hist_inc(sh.hist, (int)((k - f0) >> shift));
+      }
+    }
+    TOPK_SYNC();
+    topk_find_threshold(sh, TOPK_BINS, need0);     // the sub-bins hold hist[t0] >= need0 values
+    f0 += (topk_u32)sh.sel_bin << shift;
+    *cut = t0;
+  }
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
   return f0;
@@ -1441,7 +1483,10 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
   const float* p = scores + (long long)row * (long long)row_stride + start;
   topk_clear_hist(sh, TOPK_BINS);
   TOPK_SYNC();
-  const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+  int cut;
+  const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
+  int* rec = split_kept + (long long)row * TOPK_SPLIT_REC;   // [kept counter, histogram, cut + 1]
+  if (part == 0 && TOPK_TID == 0) rec[1 + TOPK_BINS] = cut + 1;
   const int chunk = (((len + nsplit - 1) / nsplit) + 3) & ~3;
   const long long off = (long long)part * chunk;
   if (off >= len) return;
@@ -1449,7 +1494,6 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
   if (TOPK_TID == 0) sh.scratch_n = 0;
   TOPK_SYNC();
   topk_u2* glist = (topk_u2*)(scratch + (long long)row * 2ll * (long long)scratch_cap);
-  int* rec = split_kept + (long long)row * TOPK_SPLIT_REC;   // [kept counter, histogram]
   topk_keep_pass<true, true>(&sh.scratch_n, rec, p + off, n, f0, glist, scratch_cap, topk_stage,
                              TOPK_SPLIT_STAGE, (int)off, sh.hist);
   topk_split_flush(sh, rec, rec + 1, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
@@ -1515,11 +1559,12 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   topk_u32* srow = scratch + (long long)row * 2ll * (long long)scratch_cap;
   bool done = false, have_hist = false;
   if (use_long) {
-    int kept;
+    int kept, cut;              // cut: the bin f0 cut (its kept count is partial), -1 if none
     if (presplit) {
       kept = split_kept[(long long)row * TOPK_SPLIT_REC];
+      cut = split_kept[(long long)row * TOPK_SPLIT_REC + 1 + TOPK_BINS] - 1;
     } else {
-      const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+      const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
       TOPK_STAMP(sh, 1);
       topk_keep_pass<false, true>(&sh.scratch_n, nullptr, p, len, f0, (topk_u2*)srow,
                                   scratch_cap, nullptr, 0, 0, sh.hist);
@@ -1537,7 +1582,15 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       // The kept set is an upper set holding every key >= f0, plus -0.0 where f0 = fine(+0.0):
       // the histogram is exact at every bin >= t except -0.0's, where only the list (an upper
       // set itself) is complete: an overflowed list with that threshold bin takes the plain path.
-      if (list_ok) {
+      // So does a threshold bin that f0 cut (a sampling accident: its count is partial).
+      bool partial = false;
+      if (cut >= 0) {
+        topk_find_threshold(sh, TOPK_BINS, K);
+        partial = sh.sel_bin == cut;              // block-uniform
+      }
+      if (partial) {
+        // the plain path below, from a cleared histogram
+      } else if (list_ok) {
         TopkListSrc ls;
         ls.p = srow;
         ls.n = kept;
@@ -1694,7 +1747,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 
   topk_block_init(sh);
   TOPK_STAMP(sh, 0);
-  const topk_u32 f0 = topk_sample_floor(sh, p, len, K);
+  int cut;                   // the bin f0 cut (its kept count is partial), -1 if none
+  const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
   TOPK_STAMP(sh, 1);
   const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
   const int off = (int)rank * chunk < len ? (int)rank * chunk : len;
@@ -1735,7 +1789,11 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     fits = fits && topk_ckept[r] <= TOPK_CAP + region;
     spilled = spilled || topk_ckept[r] > TOPK_CAP;
   }
-  if (!fits || kept < K) {                               // exact fallback: block 0, whole row
+  const bool kept_ok = fits && kept >= K;
+  if (kept_ok) topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
+  // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
+  // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
+  if (!kept_ok || sh.sel_bin == cut) {
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);
@@ -1744,10 +1802,9 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     topk_write_flags(sh, diag);
     return;
   }
-  topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
-  const int nt = topk_csum[t];   // every bin-t value of the row is kept (kept >= f0)
+  const int nt = topk_csum[t];   // every bin-t value of the row is kept (t is above the cut)
   // this block's first output slot: the bins > t of the blocks of lower rank
   int mine = 0;
   for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
