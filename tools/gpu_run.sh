@@ -16,10 +16,10 @@ for s in "$@"; do
     install) python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/occtune-*.whl \
                && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} OCCTUNE_GIT_REVISION=$(cat .whl/REVISION 2>/dev/null) \
                && echo "=== install: $(ls .whl/occtune-*.whl) (revision ${OCCTUNE_GIT_REVISION:-unknown})";;
-    gpu_tests) stage gpu_tests python3 -m pytest -q tests/gpu tests/test_engine_gpu.py;;
+    gpu_tests) STAGE_TIMEOUT=${GPU_TESTS_TIMEOUT:-580} stage gpu_tests python3 -m pytest -q tests/gpu tests/test_engine_gpu.py;;
     sweep:*) stage "sweep_${s#sweep:}" python3 -m occtune sweep "${s#sweep:}" --out "$OUT/results" ${SWEEP_ARGS:-};;
     env) stage env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; python3 -c "import torch,triton,sys;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__);p=torch.cuda.get_device_properties(0);print(p)"';;
-    topk_tests) stage topk_tests python3 -m pytest -q tests/gpu/test_topk_gpu.py;;
+    topk_tests) STAGE_TIMEOUT=${TOPK_TESTS_TIMEOUT:-420} stage topk_tests python3 -m pytest -q tests/gpu/test_topk_gpu.py;;
     topk_tests_k) stage topk_tests_k python3 -m pytest -q -x tests/gpu/test_topk_gpu.py -k "${TESTS_K:-cluster}";;
     topk_bench_quick) stage topk_bench_quick python3 benchmarks/bench_topk.py --shapes "${BENCH_SHAPES:-64x131072,256x131072,256x1048576,8x131072}" --budgets "${BENCH_BUDGETS:-32K,48K}" --bits "${BENCH_BITS:-8,12}" --out "$OUT/topk_bench_quick.csv";;
     fp8_tests) stage fp8_tests python3 -m pytest -q -rs -rx tests/gpu/test_fp8_gemm_gpu.py;;
