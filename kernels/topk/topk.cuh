@@ -1622,9 +1622,10 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 //     LDS budget, TOPK_CAP entries; values beyond it spill to the block's own region of the
 //     row's global scratch list, scratch_cap / S entries: TOPK_FLAG_SPILL), counting their
 //     coarse bins;
-//  2. cluster barrier; every block reads all S kept counts and histograms (DSMEM), sums them and
-//     finds the same threshold bin t; its output slots for bins > t follow those of the blocks
-//     of lower rank (prefix sums of the histograms: no cross-block atomics);
+//  2. cluster barrier; every block reads all S kept counts and group sums (TOPK_CGS bins each),
+//     then every block's bins of the group that holds the K-th value (DSMEM), and finds the same
+//     threshold bin t; its output slots for bins > t follow those of the blocks of lower rank
+//     (sums over the same tables: no cross-block atomics);
 //  3. each block emits its kept values of bins > t; when bin t fits one list, block 0 also
 //     compacts its own bin-t values and pulls the other blocks' (or they push them to it);
 //  4. block 0 finishes bin t exactly: rank or radix refine of its list, or, when bin t does not
@@ -1707,6 +1708,45 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
   topk_refine_emit(sh, all, t, need, o, tr);
 }
 
+// The cluster's threshold search is two-level: groups of TOPK_CGS consecutive bins, then the bins
+// of the one group that holds the K-th value. Each block sums its own groups before barrier (1);
+// after it, a block reads S x TOPK_CG group sums and S x TOPK_CGS bins over DSMEM (one load per
+// thread and level) instead of S whole histograms (S x 16 KiB at 12 bits).
+#define TOPK_CGS (TOPK_BINS >= 4096 ? 64 : 16)   // bins per group
+#define TOPK_CG (TOPK_BINS / TOPK_CGS)           // groups
+// topk_cth, the cluster threshold's shared scratch: [S][CG] every block's group sums, [S][CGS]
+// every block's bins of the threshold group, CG group totals, CGS bin totals, then this block's
+// own CG group sums (the part the other blocks read)
+#define TOPK_CTH_B(S) ((S) * TOPK_CG)
+#define TOPK_CTH_GT(S) (TOPK_CTH_B(S) + (S) * TOPK_CGS)
+#define TOPK_CTH_BT(S) (TOPK_CTH_GT(S) + TOPK_CG)
+#define TOPK_CTH_OWN(S) (TOPK_CTH_BT(S) + TOPK_CGS)
+#define TOPK_CTH_N(S) (TOPK_CTH_OWN(S) + TOPK_CG)
+
+// Sums of TOPK_CGS consecutive bins of hist into g[TOPK_CG]: int4 loads, the lanes of one group
+// reduced by shuffles (TOPK_BINS / 4 loads: a multiple of 32, so whole warps take part).
+__device__ static inline void topk_group_sums(const int* hist, int* g) {
+  constexpr int L = TOPK_CGS / 4;   // lanes per group: 16 or 4
+  for (int i4 = TOPK_TID; i4 < TOPK_BINS / 4; i4 += TOPK_THREADS) {
+    const int4 v = ((const int4*)hist)[i4];
+    int s = v.x + v.y + v.z + v.w;
+#pragma unroll
+    for (int d = L / 2; d > 0; d >>= 1) s += __shfl_xor_sync(TOPK_FULL, s, d);
+    if ((i4 & (L - 1)) == 0) g[i4 / L] = s;
+  }
+}
+
+// Column sums of a [S][n] table into tot[n].
+template <int S>
+__device__ static inline void topk_sum_ranks(const int* a, int n, int* tot) {
+  for (int j = TOPK_TID; j < n; j += TOPK_THREADS) {
+    int s = 0;
+#pragma unroll
+    for (int r = 0; r < S; ++r) s += a[r * n + j];
+    tot[j] = s;
+  }
+}
+
 extern "C" __global__ void __cluster_dims__(TOPK_CLUSTER, 1, 1) __launch_bounds__(TOPK_THREADS)
 topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                     const int* __restrict__ lengths, int has_lengths,
@@ -1716,7 +1756,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                     int long_rows, int prefix_len, topk_u32* __restrict__ scratch) {
   constexpr int S = TOPK_CLUSTER;
   __shared__ __attribute__((aligned(16))) TopkShared sh;   // hist read as int4 across the cluster
-  __shared__ __attribute__((aligned(16))) int topk_csum[TOPK_BINS];   // the row's histogram
+  __shared__ int topk_cth[TOPK_CTH_N(S)];   // the threshold search's scratch (TOPK_CTH_*)
   __shared__ int topk_ckept[S];          // kept count of every block of the cluster
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* stage = (topk_u32*)topk_dyn;   // kept (index, bits) pairs; later the candidates
@@ -1760,26 +1800,17 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0,
                                       (topk_u2*)(spill0 + 2ll * rank * region), region,
                                       (topk_u2*)stage, TOPK_CAP, off, sh.hist);
+  TOPK_SYNC();                                           // this block's histogram complete
+  topk_group_sums(sh.hist, topk_cth + TOPK_CTH_OWN(S));
   if (sh.scratch_n > TOPK_CAP) __threadfence();         // spilled: global stores before (1)
-  topk_cluster_sync();                                   // (1) counts and histograms complete
+  topk_cluster_sync();                                   // (1) counts, histograms, group sums
   TOPK_STAMP(sh, 2);
 
   if (tid < S) topk_ckept[tid] = *topk_map_rank(&sh.scratch_n, (unsigned)tid);
-  {                          // S remote 16-byte loads in flight per thread and round
-    constexpr int V = TOPK_BINS / 4;
-    for (int i4 = tid; i4 < V; i4 += TOPK_THREADS) {
-      int4 acc = make_int4(0, 0, 0, 0);
-#pragma unroll
-      for (int r = 0; r < S; ++r) {
-        const int4 v = ((const int4*)topk_map_rank(sh.hist, (unsigned)r))[i4];
-        acc.x += v.x;
-        acc.y += v.y;
-        acc.z += v.z;
-        acc.w += v.w;
-      }
-      ((int4*)topk_csum)[i4] = acc;
-    }
-  }
+  int* const ga = topk_cth;                              // [S][CG] group sums
+  int* const gb = topk_cth + TOPK_CTH_B(S);              // [S][CGS] bins of group gt
+  for (int i = tid; i < S * TOPK_CG; i += TOPK_THREADS)
+    ga[i] = topk_map_rank(topk_cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
   TOPK_SYNC();
   int kept = 0;
   bool fits = true, spilled = false;
@@ -1790,10 +1821,27 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     spilled = spilled || topk_ckept[r] > TOPK_CAP;
   }
   const bool kept_ok = fits && kept >= K;
-  if (kept_ok) topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
+  int gt = 0, tj = 0, above = 0, nt = 0;   // bin t = gt * TOPK_CGS + tj
+  if (kept_ok) {
+    topk_sum_ranks<S>(ga, TOPK_CG, topk_cth + TOPK_CTH_GT(S));
+    TOPK_SYNC();
+    topk_find_threshold_in(sh, topk_cth + TOPK_CTH_GT(S), TOPK_CG, K);
+    gt = sh.sel_bin;
+    above = sh.sel_above;
+    for (int i = tid; i < S * TOPK_CGS; i += TOPK_THREADS)
+      gb[i] = topk_map_rank(sh.hist, (unsigned)(i / TOPK_CGS))[gt * TOPK_CGS + i % TOPK_CGS];
+    TOPK_SYNC();
+    topk_sum_ranks<S>(gb, TOPK_CGS, topk_cth + TOPK_CTH_BT(S));
+    TOPK_SYNC();
+    topk_find_threshold_in(sh, topk_cth + TOPK_CTH_BT(S), TOPK_CGS, K - above);
+    tj = sh.sel_bin;
+    above += sh.sel_above;
+    nt = topk_cth[TOPK_CTH_BT(S) + tj];   // every bin-t value of the row is kept (t is above the cut)
+  }
+  const int t = gt * TOPK_CGS + tj;
   // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
   // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
-  if (!kept_ok || sh.sel_bin == cut) {
+  if (!kept_ok || t == cut) {
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);
@@ -1802,13 +1850,13 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     topk_write_flags(sh, diag);
     return;
   }
-  const int t = sh.sel_bin;
-  const int above = sh.sel_above;
-  const int nt = topk_csum[t];   // every bin-t value of the row is kept (t is above the cut)
-  // this block's first output slot: the bins > t of the blocks of lower rank
+  // this block's first output slot: the bins > t of the blocks of lower rank (groups > gt, then
+  // group gt's bins > tj), from the tables read above
   int mine = 0;
-  for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
-    for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
+  for (int i = tid; i < (int)rank * TOPK_CG; i += TOPK_THREADS)
+    if (i % TOPK_CG > gt) mine += ga[i];
+  for (int i = tid; i < (int)rank * TOPK_CGS; i += TOPK_THREADS)
+    if (i % TOPK_CGS > tj) mine += gb[i];
 #ifdef TOPK_WARP_AGG
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
@@ -1825,7 +1873,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
   if (push && tid == 0) {
     int coff = 0;
-    for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
+    for (int r = 0; r < (int)rank; ++r) coff += gb[r * TOPK_CGS + tj];
     sh.cand_n = coff;
   }
   TOPK_SYNC();
