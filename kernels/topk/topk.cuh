@@ -1708,10 +1708,17 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
   topk_refine_emit(sh, all, t, need, o, tr);
 }
 
-// The cluster's threshold search is two-level: groups of TOPK_CGS consecutive bins, then the bins
-// of the one group that holds the K-th value. Each block sums its own groups before barrier (1);
-// after it, a block reads S x TOPK_CG group sums and S x TOPK_CGS bins over DSMEM (one load per
-// thread and level) instead of S whole histograms (S x 16 KiB at 12 bits).
+// The cluster's threshold search. From TOPK_CLUSTER_TWO_LEVEL blocks up it is two-level: groups
+// of TOPK_CGS consecutive bins, then the bins of the one group that holds the K-th value. Each
+// block sums its own groups before barrier (1); after it, a block reads S x TOPK_CG group sums
+// and S x TOPK_CGS bins over DSMEM (one load per thread and level) instead of S whole
+// histograms (S x 16 KiB at 12 bits). On the H200 that took (8,128K) at S=8 from 23.7-24.1 to
+// 19.6 us, but made S=3 at (64,1M) 5% slower and S=2 at (64,128K) 2-5% slower (the keep pass's
+// code moves with any change here; results/sm_90/topk_v11/), so smaller clusters keep the
+// one-level search: every block sums the S whole histograms.
+#ifndef TOPK_CLUSTER_TWO_LEVEL
+#define TOPK_CLUSTER_TWO_LEVEL 4
+#endif
 #define TOPK_CGS (TOPK_BINS >= 4096 ? 64 : 16)   // bins per group
 #define TOPK_CG (TOPK_BINS / TOPK_CGS)           // groups
 // topk_cth, the cluster threshold's shared scratch: [S][CG] every block's group sums, [S][CGS]
@@ -1756,7 +1763,11 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                     int long_rows, int prefix_len, topk_u32* __restrict__ scratch) {
   constexpr int S = TOPK_CLUSTER;
   __shared__ __attribute__((aligned(16))) TopkShared sh;   // hist read as int4 across the cluster
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   __shared__ int topk_cth[TOPK_CTH_N(S)];   // the threshold search's scratch (TOPK_CTH_*)
+#else
+  __shared__ __attribute__((aligned(16))) int topk_csum[TOPK_BINS];   // the row's histogram
+#endif
   __shared__ int topk_ckept[S];          // kept count of every block of the cluster
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* stage = (topk_u32*)topk_dyn;   // kept (index, bits) pairs; later the candidates
@@ -1800,17 +1811,37 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0,
                                       (topk_u2*)(spill0 + 2ll * rank * region), region,
                                       (topk_u2*)stage, TOPK_CAP, off, sh.hist);
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   TOPK_SYNC();                                           // this block's histogram complete
   topk_group_sums(sh.hist, topk_cth + TOPK_CTH_OWN(S));
+#endif
   if (sh.scratch_n > TOPK_CAP) __threadfence();         // spilled: global stores before (1)
   topk_cluster_sync();                                   // (1) counts, histograms, group sums
   TOPK_STAMP(sh, 2);
 
   if (tid < S) topk_ckept[tid] = *topk_map_rank(&sh.scratch_n, (unsigned)tid);
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   int* const ga = topk_cth;                              // [S][CG] group sums
   int* const gb = topk_cth + TOPK_CTH_B(S);              // [S][CGS] bins of group gt
   for (int i = tid; i < S * TOPK_CG; i += TOPK_THREADS)
     ga[i] = topk_map_rank(topk_cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
+#else
+  {                          // S remote 16-byte loads in flight per thread and round
+    constexpr int V = TOPK_BINS / 4;
+    for (int i4 = tid; i4 < V; i4 += TOPK_THREADS) {
+      int4 acc = make_int4(0, 0, 0, 0);
+#pragma unroll
+      for (int r = 0; r < S; ++r) {
+        const int4 v = ((const int4*)topk_map_rank(sh.hist, (unsigned)r))[i4];
+        acc.x += v.x;
+        acc.y += v.y;
+        acc.z += v.z;
+        acc.w += v.w;
+      }
+      ((int4*)topk_csum)[i4] = acc;
+    }
+  }
+#endif
   TOPK_SYNC();
   int kept = 0;
   bool fits = true, spilled = false;
@@ -1821,6 +1852,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     spilled = spilled || topk_ckept[r] > TOPK_CAP;
   }
   const bool kept_ok = fits && kept >= K;
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   int gt = 0, tj = 0, above = 0, nt = 0;   // bin t = gt * TOPK_CGS + tj
   if (kept_ok) {
     topk_sum_ranks<S>(ga, TOPK_CG, topk_cth + TOPK_CTH_GT(S));
@@ -1842,6 +1874,12 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
   // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
   if (!kept_ok || t == cut) {
+#else
+  if (kept_ok) topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
+  // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
+  // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
+  if (!kept_ok || sh.sel_bin == cut) {
+#endif
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);
@@ -1850,6 +1888,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     topk_write_flags(sh, diag);
     return;
   }
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   // this block's first output slot: the bins > t of the blocks of lower rank (groups > gt, then
   // group gt's bins > tj), from the tables read above
   int mine = 0;
@@ -1857,6 +1896,15 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     if (i % TOPK_CG > gt) mine += ga[i];
   for (int i = tid; i < (int)rank * TOPK_CGS; i += TOPK_THREADS)
     if (i % TOPK_CGS > tj) mine += gb[i];
+#else
+  const int t = sh.sel_bin;
+  const int above = sh.sel_above;
+  const int nt = topk_csum[t];   // every bin-t value of the row is kept (t is above the cut)
+  // this block's first output slot: the bins > t of the blocks of lower rank
+  int mine = 0;
+  for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
+    for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
+#endif
 #ifdef TOPK_WARP_AGG
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
@@ -1873,7 +1921,11 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
   if (push && tid == 0) {
     int coff = 0;
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
     for (int r = 0; r < (int)rank; ++r) coff += gb[r * TOPK_CGS + tj];
+#else
+    for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
+#endif
     sh.cand_n = coff;
   }
   TOPK_SYNC();

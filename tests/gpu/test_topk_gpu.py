@@ -400,7 +400,7 @@ def test_cluster_bin_overflow_families(name):
     """Tie-heavy families through the cluster kernel with a small stage: bin t overflows (refined
     over the lists) or the stages spill; exact whatever the mix; counts as predicted."""
     s, lens = ref.make_case(name, 6, 131072 + 12, K, seed=37)
-    for budget, S in ((4096, 2), (40960, 3)):
+    for budget, S in ((4096, 2), (40960, 3), (4096, 8), (16384, 5)):   # S >= 4: the two-level search
         out, diag = _run(s, lens, K, budget, 8, split=S, cluster=True)
         assert diag["cluster"] == S
         _assert_exact(s, lens, K, out, what=f"cluster {name} budget={budget} S={S}")
