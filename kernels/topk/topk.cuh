@@ -1954,7 +1954,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   if (!bin_fits) {
     // Step 4 for a bin t larger than a list: block 0 refines it over every block's list while
     // the others wait at the second barrier below (their stages stay readable). The first one:
-    // every block has read block 0's histogram (its output slots) before the refine reuses it.
+    // every block has read block 0's histogram (for its output slots; from TOPK_CLUSTER_TWO_LEVEL
+    // blocks up, the threshold group's bins) before the refine reuses it.
     topk_cluster_sync();                                 // (2a)
     if (rank == 0) {
       if (tid == 0) {
