@@ -1132,8 +1132,15 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
 //    list through *gctr (device scope) and writes it there; topk_split_flush then appends the
 //    stage to the global list. No device-scope atomic sits on the main loop's critical path.
 // Indices stored are idx_off + the index in p[0, n).
+// TOPK_KEEP_NOINLINE (an experiment's knob, off by default): the keep pass out of line, so that
+// its code no longer moves with changes after it (results/sm_90/topk_v11/README.md).
+#if defined(TOPK_KEEP_NOINLINE) && !defined(TOPK_HIP)
+#define TOPK_KEEP_INLINE __attribute__((noinline))
+#else
+#define TOPK_KEEP_INLINE inline
+#endif
 template <bool SPLIT, bool HIST, bool GSPILL = SPLIT>
-__device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* __restrict__ p,
+__device__ static TOPK_KEEP_INLINE void topk_keep_pass(int* sctr, int* gctr, const float* __restrict__ p,
                                              int n, topk_u32 f0, topk_u2* glist, int cap,
                                              topk_u2* stage, int stage_cap, int idx_off,
                                              int* hist) {
