@@ -357,7 +357,8 @@ def test_each_build_emits_only_what_it_launches(extra, emitted):
 
 
 @pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
-                                   {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1}])
+                                   {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
+                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2, "TOPK_KEEP_NOINLINE": 1}])
 @pytest.mark.parametrize("bits", [8, 12])
 def test_compiles_under_nvrtc(bits, extra):
     """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
