@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     x = torch.randn(B, L, device="cuda")
     prefix, scap = tk.long_row_plan(L, 2048)
     scratch = torch.empty(B * 2 * scap, dtype=torch.int32, device="cuda")
-    rec = 2 + (1 << int(d["TOPK_COARSE_BITS"]))   # TOPK_SPLIT_REC
+    rec = tk.split_record_ints(d["TOPK_COARSE_BITS"])
     kept = torch.zeros(B * rec, dtype=torch.int32, device="cuda")
     dummy = torch.empty(1, dtype=torch.int32, device="cuda")
     out = torch.empty(B, 2048, dtype=torch.int32, device="cuda")

@@ -82,6 +82,13 @@ def _tuned(B: int, L: int, k: int, device) -> dict:
                         validate=lambda c: defines(c["lds_budget"], c["threads"], c["bits"]) and c) or {}
 
 
+def split_record_ints(bits: int) -> int:
+    """Ints per row of the split kernel's record (topk.cuh's TOPK_SPLIT_REC): the kept-list
+    length, the coarse histogram of the kept values (2**bits bins), 1 + the bin the sampled floor
+    cut (0: none)."""
+    return 2 + (1 << int(bits))
+
+
 def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
     """(prefix_len, scratch_cap) for rows of ``L`` columns; (0, 0) disables the single pass.
 
@@ -496,9 +503,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
         if nsplit > 1:
             skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
                                                                                 r.bits, dev)
-            # per row (TOPK_SPLIT_REC): the kept-list length, the coarse histogram of the kept
-            # values, 1 + the bin the sampled floor cut (0: none)
-            kept_numel = r.B * (2 + (1 << int(handle.defines.get("TOPK_COARSE_BITS", r.bits))))
+            kept_numel = r.B * split_record_ints(handle.defines.get("TOPK_COARSE_BITS", r.bits))
             launches.append((skern, r.B * nsplit, nthreads, skern.dynamic_smem,
                              ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), nsplit])))
         launches.append((handle, r.B, nthreads, handle.dynamic_smem,

@@ -1273,6 +1273,7 @@ __device__ static inline void topk_split_flush(TopkShared& sh, int* gctr, int* g
 #define TOPK_SAMPLE4 1024   // float4 sample points of a long row (4096 values)
 #define TOPK_SPLIT_REC (2 + TOPK_BINS)   // ints per row in split_kept: kept count, histogram,
                                          // 1 + the bin f0 cut (topk_sample_floor), 0 if none
+                                         // (the host: split_record_ints)
 #ifndef TOPK_SPLIT_STAGE
 #define TOPK_SPLIT_STAGE 2560   // shared-memory list entries of one split block (20 KiB)
 #endif
@@ -1719,8 +1720,8 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
 // of TOPK_CGS consecutive bins, then the bins of the one group that holds the K-th value. Each
 // block sums its own groups before barrier (1); after it, a block reads S x TOPK_CG group sums
 // and S x TOPK_CGS bins over DSMEM (one load per thread and level) instead of S whole
-// histograms (S x 16 KiB at 12 bits). On the H200 that took (8,128K) at S=8 from 23.7-24.1 to
-// 19.6 us, but made S=3 at (64,1M) 5% slower and S=2 at (64,128K) 2-5% slower (the keep pass's
+// histograms (S x 16 KiB at 12 bits). On the H200 that took (8,128K) at S=8 from 23.6-24.1 to
+// 19.6-19.8 us, but made S=3 at (64,1M) 5% slower and S=2 at (64,128K) 2-5% slower (the keep pass's
 // code moves with any change here; results/sm_90/topk_v11/), so smaller clusters keep the
 // one-level search: every block sums the S whole histograms.
 #ifndef TOPK_CLUSTER_TWO_LEVEL
