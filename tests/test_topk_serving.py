@@ -321,8 +321,12 @@ def test_hip_python_argument_refusal_falls_back_to_torch(monkeypatch):
     assert kw["args"] == [x, 5] and kw["grid"] == (3, 1, 1)
 
 
-def test_driver_api_is_cuda_python_where_importable():
+def test_driver_api_is_native_else_cuda_python_where_importable():
     import importlib.util
+
+    from torch.cuda import _utils
+
+    from occtune import native
 
     rtc._driver_api.cache_clear()
     try:
@@ -331,9 +335,14 @@ def test_driver_api_is_cuda_python_where_importable():
         rtc._driver_api.cache_clear()
     if getattr(torch.version, "hip", None):
         pytest.skip("a ROCm build of torch")
+    try:
+        driver_lib = _utils._get_gpu_runtime_library() is not None
+    except (OSError, RuntimeError):
+        driver_lib = False
     has = importlib.util.find_spec("cuda") is not None and (
         importlib.util.find_spec("cuda.bindings") is not None or importlib.util.find_spec("cuda.cuda") is not None)
-    assert (api is not None and api[0] == "cuda-python") == has
+    want = "native" if driver_lib and native.module() is not None else "cuda-python" if has else None
+    assert (api[0] if api else None) == want
 
 
 def test_launch_error_is_raised(fake_gpu, monkeypatch):

@@ -16,10 +16,12 @@ through here takes only pointers and 32-bit ints (use a dummy tensor and a flag 
 
 Serving-rate launches: torch's launcher builds a ctypes object per argument on every call (tens
 of microseconds). ``ArgPack`` holds a kernel's arguments packed once (a slot per parameter and
-the array of their addresses); ``launch_packed`` hands that array to the driver API directly:
-cuda-python's ``cuLaunchKernel`` (``cuda.bindings.driver``) on CUDA, hip-python's
-``hipModuleLaunchKernel`` on ROCm, with the function torch loaded (one compile, one module).
-Without those packages it falls back to torch's launcher; ``RtcKernel.launcher`` says which.
+the array of their addresses); ``launch_packed`` hands that array to the driver API directly,
+with the function torch loaded (one compile, one module): through occtune's native launcher
+(``occtune.native``: a small C module built once per machine that calls the driver's
+``cuLaunchKernel`` / ``hipModuleLaunchKernel``), else cuda-python's ``cuLaunchKernel``
+(``cuda.bindings.driver``) on CUDA or hip-python's ``hipModuleLaunchKernel`` on ROCm. Without
+any of them it falls back to torch's launcher; ``RtcKernel.launcher`` says which.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class RtcKernel:
     compile_s: float
     dynamic_smem: int = 0
     info: dict = field(default_factory=dict)
-    launcher: str = "torch"     # who launches it: "cuda-python", "hip-python" or "torch" (fallback)
+    launcher: str = "torch"     # who launches it: "native", "cuda-python", "hip-python" or "torch" (fallback)
     fn: Any = None              # the function as the launcher's API wants it (None: torch's)
 
 
@@ -390,11 +392,17 @@ class ArgPack:
 
 @lru_cache(maxsize=1)
 def _driver_api():
-    """("cuda-python", cuda.bindings.driver) on CUDA builds of torch, ("hip-python", hip.hip) on
-    ROCm builds, where importable; None otherwise (torch's launcher is used)."""
+    """("native", occtune's native launcher, see ``occtune.native``) where it builds and the
+    driver's launch function is found; else ("cuda-python", cuda.bindings.driver) on CUDA builds
+    of torch, ("hip-python", hip.hip) on ROCm builds, where importable; None otherwise (torch's
+    launcher is used)."""
     import torch
 
-    if getattr(torch.version, "hip", None):
+    hip_build = bool(getattr(torch.version, "hip", None))
+    native = _native_launcher(hip_build)
+    if native is not None:
+        return "native", native
+    if hip_build:
         try:
             from hip import hip
         except ImportError:
@@ -410,6 +418,38 @@ def _driver_api():
     return "cuda-python", driver
 
 
+@dataclass(frozen=True)
+class NativeLauncher:
+    """occtune's native launcher (``occtune.native``) and the driver launch function it calls."""
+
+    launch_all: Any           # launch_all(function, launches, stream) -> None or (i, error code)
+    function: int             # cuLaunchKernel / hipModuleLaunchKernel's address
+
+
+def _native_launcher(hip_build: bool) -> NativeLauncher | None:
+    """The native launcher with the driver's launch function (hipModuleLaunchKernel or
+    cuLaunchKernel of the library torch loaded), or None where either is missing."""
+    from occtune import native
+
+    mod = native.module()
+    if mod is None:
+        return None
+    try:
+        from torch.cuda import _utils
+
+        lib = _utils._get_gpu_runtime_library()
+        fn = getattr(lib, "hipModuleLaunchKernel" if hip_build else "cuLaunchKernel")
+    except (AttributeError, OSError, RuntimeError):
+        return None
+    return NativeLauncher(mod.launch_all, int(ctypes.cast(fn, ctypes.c_void_p).value))
+
+
+def native_launcher() -> NativeLauncher | None:
+    """The native launcher where it is the driver API in use, else None."""
+    api = _driver_api()
+    return api[1] if api is not None and api[0] == "native" else None
+
+
 def driver_function(kern) -> tuple[str, Any]:
     """(launcher, function) for a kernel that torch compiled and loaded: the launcher's own
     function object for torch's loaded function (one module, loaded once), or ("torch", None)."""
@@ -419,6 +459,8 @@ def driver_function(kern) -> tuple[str, Any]:
         return "torch", None
     name, mod = api
     try:
+        if name == "native":
+            return name, int(addr)
         if name == "cuda-python":
             return name, mod.CUfunction(addr)
         sym = getattr(mod, "ihipModuleSymbol_t", None)
@@ -454,7 +496,13 @@ def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: Arg
                   tensors) -> None:
     """Launch ``handle`` on a 1-D grid with ``pack``'s arguments (bound already) on the raw
     stream ``stream``; torch's launcher (its current stream) gets ``pack.values(tensors)``."""
-    if handle.launcher == "cuda-python":
+    if handle.launcher == "native":
+        nat = _driver_api()[1]
+        failed = nat.launch_all(nat.function, ((handle.fn, grid, block, smem, pack.address),), stream)
+        if failed is not None:
+            raise LaunchError(f"cuLaunchKernel/hipModuleLaunchKernel({handle.name}, grid {grid}, block {block}, "
+                              f"{smem} B shared) failed: error {failed[1]}", failed[1])
+    elif handle.launcher == "cuda-python":
         _, driver = _driver_api()
         err, = driver.cuLaunchKernel(handle.fn, grid, 1, 1, block, 1, 1, smem, _cu_stream(driver, stream),
                                      pack.address, 0)
@@ -481,9 +529,12 @@ def launch_packed(handle: RtcKernel, grid: int, block: int, smem: int, pack: Arg
 
 def make_context_current(device_index: int) -> None:
     """Make the device's primary context (the one torch uses) current in this thread, for
-    driver-API launches from a thread that has none yet (cuda-python; nothing elsewhere)."""
+    driver-API launches from a thread that has none yet (nothing for torch's launcher)."""
     api = _driver_api()
-    if api is None or api[0] != "cuda-python":
+    if api is None or api[0] == "hip-python":
+        return
+    if api[0] == "native":
+        _native_context_current(int(device_index))
         return
     driver = api[1]
     err, dev = driver.cuDeviceGet(int(device_index))
@@ -493,6 +544,23 @@ def make_context_current(device_index: int) -> None:
         err, = driver.cuCtxSetCurrent(ctx)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise LaunchError(f"cannot make device {device_index}'s primary context current: {err}", int(err))
+
+
+def _native_context_current(index: int) -> None:
+    """make_context_current through the library torch loaded (ctypes: a rare path)."""
+    import torch
+    from torch.cuda import _utils
+
+    lib = _utils._get_gpu_runtime_library()
+    if getattr(torch.version, "hip", None):
+        err = lib.hipSetDevice(ctypes.c_int(index))
+    else:
+        dev, ctx = ctypes.c_int(0), ctypes.c_void_p(0)
+        err = lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(index))
+        err = err or lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+        err = err or lib.cuCtxSetCurrent(ctx)
+    if err:
+        raise LaunchError(f"cannot make device {index}'s primary context current: error {err}", int(err))
 
 
 def clear_cache() -> None:

@@ -5,9 +5,9 @@ k largest scores per row (unsorted; -1 padding where a row is shorter than k), o
 through a page table or ragged offsets. See ``topk.cuh`` for the algorithm and the NaN policy.
 
 Serving: a call's host work after the first call of a shape is an output allocation, a pointer
-check and one driver-API launch per kernel (``LaunchPlan``; ``kernel.launcher`` says whether
-cuda-python/hip-python or torch's slower launcher is used). The recommended serving mode is a
-CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see ``op.py``) once after a warm-up
+check and the driver-API launches, in one C call (``LaunchPlan``; ``kernel.launcher`` says whether
+occtune's native launcher, cuda-python/hip-python or torch's slower launcher is used). The
+recommended serving mode is a CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see ``op.py``) once after a warm-up
 call, copy each step's scores (and lengths) into the captured tensors and replay the graph.
 """
 
@@ -316,8 +316,8 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
     grid, block, shared memory, packed arguments); later calls allocate the output (torch's
     caching allocator), re-pack pointers only if one changed, and launch through the driver API
-    (``kernel.launcher``: "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's
-    current stream. A later call without lengths, row starts or a table, whose scores' dtype,
+    (``kernel.launcher``: "native", occtune's C launcher, all launches in one call; else
+    "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's current stream. A later call without lengths, row starts or a table, whose scores' dtype,
     device, shape and strides, k and options match an earlier one in this thread, also skips the
     argument checks and the tuned-config lookup (``clear_plans`` forgets them). A call makes no host synchronisation and no allocation outside torch's
     allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
@@ -360,14 +360,22 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
 
 def _launch(plan: LaunchPlan, tensors: tuple, ptrs: tuple) -> None:
     """Bind the call's pointers (``tensors``' ``data_ptr()``; a tuple compare when none changed) and
-    launch every kernel on torch's current stream. A thread with no (or another device's) CUDA
-    context current gets the device's primary context and a second try of the launch that failed."""
+    launch every kernel on torch's current stream: all in one C call where every kernel has the
+    native launcher (``plan.native``). A thread with no (or another device's) CUDA context current
+    gets the device's primary context and a second try of the launch that failed."""
     import torch
 
     plan.bind(ptrs)
     dev = plan.device
     stream = torch._C._cuda_getCurrentRawStream(dev.index) if plan.fast else 0
-    for h, grid, block, smem, pack in plan.launches:
+    first = 0
+    if plan.native:
+        nat = plan.native_launcher
+        failed = nat.launch_all(nat.function, plan.native, stream)
+        if failed is None:
+            return
+        first = failed[0]        # retried below, one launch at a time
+    for h, grid, block, smem, pack in plan.launches[first:]:
         try:
             rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)
         except rtc.LaunchError as e:
@@ -409,6 +417,13 @@ class LaunchPlan:
     sink_ptr: int = 0
     ptrs: tuple = ()
     repacks: int = 0
+    native: tuple = ()        # every launch as (kernel, grid, block, smem, params) where all are native
+    native_launcher: Any = None   # rtc.NativeLauncher of those
+
+    def __post_init__(self):
+        if self.launches and all(h.launcher == "native" for h, *_ in self.launches):
+            self.native = tuple((h.fn, grid, block, smem, pack.address) for h, grid, block, smem, pack in self.launches)
+            self.native_launcher = rtc.native_launcher()
 
     def bind(self, ptrs: tuple) -> None:
         if ptrs != self.ptrs:
