@@ -110,6 +110,9 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", default="",
                     help="comparison runs that force these blocks per row with the split kernel on long rows "
                          "(e.g. 8,16,32,64: what the plan's choice is checked against)")
+    ap.add_argument("--clusters", default="",
+                    help="comparison runs that force these cluster sizes on long rows (sm_90+; e.g. 8,12,16: "
+                         "cluster=True, split=S)")
     ap.add_argument("--dist", default="random_normal",
                     help="input families, comma-separated (occtune.kernels.topk.reference)")
     ap.add_argument("--serve-calls", type=int, default=1000,
@@ -160,6 +163,7 @@ def main(argv=None) -> int:
                 runs.append((c, 0, None, "one block"))          # one block per row
                 runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
                 runs += [(c, int(v), False, "forced split") for v in a.splits.split(",") if v.strip()]
+                runs += [(c, int(v), True, "forced cluster") for v in a.clusters.split(",") if v.strip()]
         seen = set()
         for cfg, split, cluster, run in runs:
             bud, nbits, nthr = cfg

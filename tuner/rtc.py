@@ -239,6 +239,23 @@ def _raise_dynamic_smem_limit(torch, kern, nbytes: int) -> None:
         raise RuntimeError(f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) returned {rc}")
 
 
+def allow_nonportable_cluster(handle: RtcKernel) -> None:
+    """CUDA: let ``handle``, whose compile-time cluster holds more than 8 blocks, launch and be
+    asked about (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14 in cuda.h, set to 1;
+    sm_90 and sm_100 allow up to 16 blocks). A UserError where the driver refuses."""
+    import torch
+    from torch.cuda import _utils
+
+    if getattr(torch.version, "hip", None):
+        raise UserError(f"{handle.name}: thread-block clusters are CUDA only")
+    func = getattr(handle.kernel, "func", None)
+    setter = getattr(_utils._get_gpu_runtime_library(), "cuFuncSetAttribute", None)
+    rc = setter(func, 14, ctypes.c_int(1)) if func is not None and setter is not None else -1
+    if rc != 0:
+        raise UserError(f"{handle.name}: the driver does not allow clusters over 8 blocks here "
+                        f"(cuFuncSetAttribute NON_PORTABLE_CLUSTER_SIZE_ALLOWED: {rc}); use 8 or fewer")
+
+
 # What calling a driver function through ctypes raises when the library does not match what we
 # pass (an ABI mismatch); anything else is a bug and is not caught.
 _ABI_ERRORS = (ctypes.ArgumentError, OSError)

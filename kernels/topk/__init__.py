@@ -31,7 +31,9 @@ SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
 CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
-MAX_CLUSTER = 8                       # portable thread-block cluster size (sm_90+)
+PORTABLE_CLUSTER = 8                  # the portable thread-block cluster size (sm_90+)
+MAX_CLUSTER = 16                      # with the non-portable attribute set (sm_90, sm_100): cluster=True
+AUTO_CLUSTER = 8                      # the largest cluster the automatic plan takes
 PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side where the first may not fit
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
@@ -186,10 +188,15 @@ def _split_handle(handle, lds_budget, threads, bits, dev):
 
 
 def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev):
-    """The cluster kernel with TOPK_CLUSTER=S (same lds_budget)."""
+    """The cluster kernel with TOPK_CLUSTER=S (same lds_budget); above PORTABLE_CLUSTER blocks
+    with the non-portable cluster size allowed (a UserError where the driver refuses)."""
     smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
-    return _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, lds_budget, threads,
-                           bits, dev)
+    h = _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, lds_budget, threads,
+                        bits, dev)
+    if S > PORTABLE_CLUSTER and not h.info.get("nonportable_cluster"):
+        rtc.allow_nonportable_cluster(h)
+        h.info["nonportable_cluster"] = True
+    return h
 
 
 def _prefetch_clusters(handle, sizes, lds_budget, threads, bits, dev) -> None:
@@ -218,7 +225,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
     Automatic (cluster=None, split=None): on sm_90+ where a cluster covers the whole one-wave
     split and a block's kept values are expected to fit its stage, with S lowered until the
     driver says every row's cluster is resident at once; 0 wherever that fails (including a
-    cluster kernel that cannot be built with this lds_budget). cluster=True: S = split (2..8), or the
+    cluster kernel that cannot be built with this lds_budget). cluster=True: S = split (2..16), or the
     automatic S without the fit rule; an error where no cluster can be used. A given split with
     cluster unset keeps the split kernel.
     """
@@ -244,9 +251,9 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
     # Automatic: only where a cluster covers the whole one-wave split (few rows want more
     # blocks than a cluster holds: the split kernel's wider split is faster there, e.g. (1, 1M)
     # on the H200: 35.6 us with 64 blocks vs 44.8 us with a cluster of 8).
-    if not cluster and full > MAX_CLUSTER:
+    if not cluster and full > AUTO_CLUSTER:
         return 0
-    S = min(full, MAX_CLUSTER)
+    S = min(full, MAX_CLUSTER if cluster else AUTO_CLUSTER)
     if B * S > nsms * per_sm // 2:    # the driver may well refuse S: build the next sizes alongside
         _prefetch_clusters(handle, [s for s in range(S, max(1, S - PREFETCH_CLUSTERS), -1)
                                     if cluster or cluster_fits(L, k, smem, s)], lds_budget, threads, bits, dev)

@@ -1622,7 +1622,8 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 #endif  // !TOPK_CLUSTER && !TOPK_SPLIT_ONLY
 
 // ---------------------------------------------------------------------------------------------
-// Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 8): a long row
+// Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 16; over 8 the
+// host allows the non-portable size on the function before launching it): a long row
 // is handled by one thread-block cluster of S blocks that share their shared memory (DSMEM), in
 // one kernel:
 //  1. every block of the row computes the same f0 from the same sample (topk_sample_floor) and
@@ -1651,8 +1652,8 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 #ifndef TOPK_CLUSTER_PUSH
 #define TOPK_CLUSTER_PUSH 1
 #endif
-#if TOPK_CLUSTER < 2 || TOPK_CLUSTER > 8
-#error "TOPK_CLUSTER must be between 2 and 8 (portable cluster sizes)"
+#if TOPK_CLUSTER < 2 || TOPK_CLUSTER > 16
+#error "TOPK_CLUSTER must be between 2 and 16 (over 8: a non-portable size, allowed per function)"
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "TOPK_CLUSTER needs sm_90 or later (thread-block clusters)"
