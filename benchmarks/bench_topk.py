@@ -162,22 +162,25 @@ def main(argv=None) -> int:
             for c in configs if a.compare_all else [base]:
                 runs.append((c, 0, None, "one block"))          # one block per row
                 runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
+                runs.append((c, None, None, "sampled cluster"))  # the plan without the register path
                 runs += [(c, int(v), False, "forced split") for v in a.splits.split(",") if v.strip()]
                 runs += [(c, int(v), True, "forced cluster") for v in a.clusters.split(",") if v.strip()]
         seen = set()
         for cfg, split, cluster, run in runs:
             bud, nbits, nthr = cfg
             kern = kernels[cfg]
+            register_path(tk, run != "sampled cluster")
             out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split, cluster=cluster)
-            if (cfg, diag["split"], diag["cluster"]) in seen:
+            if (cfg, diag["split"], diag["cluster"], diag["cluster_regs"]) in seen:
                 continue                                  # a comparison run that changed nothing
-            seen.add((cfg, diag["split"], diag["cluster"]))
+            seen.add((cfg, diag["split"], diag["cluster"], diag["cluster_regs"]))
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
             fn = lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cluster)   # noqa: E731
             med, iqr, p90 = kernel_time(fn, a.reps)
             host_us, serve_us = serving_loop(torch, fn, a.serve_calls)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
-                         "split": diag["split"], "cluster": diag["cluster"], "run": run,
+                         "split": diag["split"], "cluster": diag["cluster"], "cluster_regs": diag["cluster_regs"],
+                         "run": run,
                          "dist": dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "p90_us": round(p90, 2), "p90_x_median": round(p90 / med, 3),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
@@ -193,12 +196,13 @@ def main(argv=None) -> int:
                          "flush": "2x L2 write (engine)"})
             r = rows[-1]
             print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} thr={nthr:4d} split={diag['split']:2d}"
-                  f"{'c' if diag['cluster'] else ' '}  {med:9.1f} us (iqr {iqr:6.1f}, p90 {p90 / med:4.2f}x)  "
+                  f"{('cr' if diag['cluster_regs'] else 'c ') if diag['cluster'] else '  '}  {med:9.1f} us (iqr {iqr:6.1f}, p90 {p90 / med:4.2f}x)  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  serve {serve_us:7.1f} us  host {host_us:5.1f} us  "
                   f"overflow {diag['overflow_rows']} {_flags(r, tk.ROW_FLAGS)} {dist}  "
                   f"{'ok' if ok else 'WRONG: ' + why}", flush=True)
         del x
+        register_path(tk, True)
         torch.cuda.empty_cache()
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]))
@@ -208,6 +212,19 @@ def main(argv=None) -> int:
     summary(rows)
     print(f"wrote {a.out}")
     return 0 if all(r["verified"] for r in rows) else 1
+
+
+_REGS_VALUES = {}
+
+
+def register_path(tk, on: bool) -> None:
+    """Let the plan take the cluster kernel's register path (the default) or not (the sampled
+    path at the same cluster size, for comparison); plans are made again after a change."""
+    default = _REGS_VALUES.setdefault("default", tk.CLUSTER_REGS_VALUES)
+    want = default if on else 0
+    if tk.CLUSTER_REGS_VALUES != want:
+        tk.CLUSTER_REGS_VALUES = want
+        tk.clear_plans()
 
 
 def summary(rows):
@@ -220,7 +237,7 @@ def summary(rows):
     print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} "
           f"{'serve us':>9} {'host us':>8} {'torch us':>9} {'t.serve':>8} {'t.host':>7} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
-        sp = f"{r['split']}{'c' if r['cluster'] else ''}"
+        sp = f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
         print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} "
               f"{r['x_floor']:8.2f} {r['serve_us']:9.1f} {r['host_us']:8.1f} {r['torch_us']:9.1f} "
               f"{r['torch_serve_us']:8.1f} {r['torch_host_us']:7.1f} {r['speedup_vs_torch']:7.2f}x")

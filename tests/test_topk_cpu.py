@@ -358,7 +358,9 @@ def test_each_build_emits_only_what_it_launches(extra, emitted):
 
 @pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
                                    {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
-                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2, "TOPK_KEEP_NOINLINE": 1}])
+                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2, "TOPK_KEEP_NOINLINE": 1},
+                                   {"TOPK_CLUSTER": 8, "TOPK_CLUSTER_REGS": 8},
+                                   {"TOPK_CLUSTER": 16, "TOPK_CLUSTER_REGS": 8, "TOPK_PROF": 1}])
 @pytest.mark.parametrize("bits", [8, 12])
 def test_compiles_under_nvrtc(bits, extra):
     """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
@@ -370,6 +372,21 @@ def test_compiles_under_nvrtc(bits, extra):
     rc, log = _nvrtc_compile(lib, tk.read_source(), opts)
     assert rc == 0, f"NVRTC failed ({' '.join(opts)}): {log[:2000]}"
     assert "error" not in log.lower(), log[:2000]
+
+
+def test_register_path_rule_and_the_kernels_twin_constant():
+    """cluster_regs: R float4 per thread where a two-level build's slice (topk_cluster_slice's
+    chunk) fits CLUSTER_REGS_VALUES values; CLUSTER_TWO_LEVEL is the kernel's default."""
+    import re
+
+    src = tk.read_source()
+    assert re.search(r"#define TOPK_CLUSTER_TWO_LEVEL (\d+)", src).group(1) == str(tk.CLUSTER_TWO_LEVEL)
+    assert tk.cluster_regs(131072, 8, 512) == 8 and tk.cluster_regs(131072, 8, 1024) == 4
+    assert tk.cluster_regs(131072, 16, 256) == 16
+    assert tk.cluster_regs(131072 + 1, 8, 512) == 0          # 16388 values per slice
+    assert tk.cluster_regs(131072, 7, 512) == 0
+    assert tk.cluster_regs(65536, 3, 512) == 0               # one-level builds: no register path
+    assert tk.cluster_regs(65536, 4, 512) == 8 and tk.cluster_regs(65536, 4, 128) == 0
 
 
 # ---- build plumbing --------------------------------------------------------------------------
@@ -542,10 +559,11 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
                         lambda h, grid, thr, smem: most.get(h.defines["TOPK_CLUSTER"], 1000))
     handles = {}
 
-    def fake_cluster(handle, S, budget, threads, bits, dev):
+    def fake_cluster(handle, S, budget, threads, bits, dev, regs=0):
         built.append(S)
-        return handles.setdefault(S, rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
-                                                   {**handle.defines, "TOPK_CLUSTER": S}, [], 0.0, 49152))
+        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
+        return handles.setdefault((S, regs), rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
+                                                           {**handle.defines, **extra}, [], 0.0, 49152))
     monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
@@ -743,6 +761,7 @@ def test_warm_plans_the_workloads_rows_and_its_adversarial_rows_side_by_side(mon
         planned.append(B)
         return 4
     monkeypatch.setattr(tk, "_cluster_plan", fake_plan)
+    monkeypatch.setattr(tk, "_cluster_kernel", lambda handle, S, B, *a: planned.append(("kernel", S, B)))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -750,13 +769,15 @@ def test_warm_plans_the_workloads_rows_and_its_adversarial_rows_side_by_side(mon
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
     TopkFamily().warm(main, {"B": 64, "L": 131072, "K": 2048}, "cuda")
-    assert sorted(planned) == [8, 64]
+    assert sorted(b for b in planned if isinstance(b, int)) == [8, 64]
+    assert sorted(b for b in planned if isinstance(b, tuple)) == [("kernel", 4, 8), ("kernel", 4, 64)]
 
 
-@pytest.mark.parametrize("B,built_sizes", [(1, [8]), (64, [2, 3, 4])])
+@pytest.mark.parametrize("B,built_sizes", [(1, [(8, 0), (8, 8)]), (64, [(2, 0), (3, 0), (4, 0)])])
 def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fit(monkeypatch, B, built_sizes):
-    """One row per cluster of 8 on 132 SMs fits for sure: build S=8 alone; 64 rows in clusters of 4
-    with 2 blocks/SM fill the GPU: S=3 and S=2 are built alongside S=4 (the driver may refuse 4)."""
+    """One row per cluster of 8 on 132 SMs fits for sure: build S=8 alone (and its register
+    build: 16K-value slices); 64 rows in clusters of 4 with 2 blocks/SM fill the GPU: S=3 and S=2
+    are built alongside S=4 (the driver may refuse 4)."""
     import types
 
     import torch
@@ -772,9 +793,9 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
     tk.clear_plans()
 
     def fake_compile(source, name, defines, dev, dynamic_smem=0):
-        built.append(defines.get("TOPK_CLUSTER"))
+        built.append((defines.get("TOPK_CLUSTER"), defines.get("TOPK_CLUSTER_REGS", 0)))
         return rtc.RtcKernel(None, name, "90", dict(defines), [], 0.0, dynamic_smem)
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
     tk.topk(torch.zeros(B, 131072), 2048, kernel=main)
-    assert sorted(s for s in built if s) == built_sizes
+    assert sorted(s for s in built if s[0]) == built_sizes

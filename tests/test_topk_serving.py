@@ -89,9 +89,10 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda idx: STREAM, raising=False)
     clusters = {}
 
-    def cluster_handle(handle, S, budget, threads, bits, dev):
-        return clusters.setdefault(S, _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, "TOPK_CLUSTER": S},
-                                              handle.dynamic_smem, 0x3000 + S))
+    def cluster_handle(handle, S, budget, threads, bits, dev, regs=0):
+        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
+        return clusters.setdefault((S, regs), _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, **extra},
+                                                      handle.dynamic_smem, 0x3000 + S + 0x100 * regs))
     monkeypatch.setattr(tk, "_cluster_handle", cluster_handle)
     tk.clear_plans()
     yield driver
@@ -181,6 +182,25 @@ def test_cluster_path_one_launch_with_a_spill_list(fake_gpu):
     assert len(params) == 17 and params[-3:-1] == [scap, prefix]
     assert params[-1] not in (plan.dummy.data_ptr(), x.data_ptr())
     assert (plan.ncluster, plan.scratch_numel, plan.kept_numel) == (4, 64 * 2 * scap, 0)
+
+
+def test_cluster_plans_take_the_register_path_where_slices_fit_and_clusters_stay_resident(fake_gpu, monkeypatch):
+    main = _main()
+    x = torch.zeros(8, 131072)
+    tk.topk(x, K, kernel=main)
+    plan = tk.plan_for(x, K, kernel=main)
+    (f, grid, *_), = _decoded(fake_gpu, plan)
+    assert (plan.ncluster, plan.cluster_regs, f, grid) == (8, 8, ("CUfunction", 0x3808), (64, 1, 1))
+    assert tk.plan_for(torch.zeros(64, 131072), K, kernel=main).cluster_regs == 0     # S = 4: 32K a slice
+    # the register build takes more registers: where the driver keeps fewer of its clusters
+    # resident than there are rows, the sampled build of the same size
+    monkeypatch.setattr(rtc, "max_active_clusters",
+                        lambda h, grid, thr, smem: 4 if "TOPK_CLUSTER_REGS" in h.defines else 1000)
+    plan.launches[0][0].info.clear()              # the driver's answer is kept per kernel: ask again
+    tk.clear_plans()
+    plan = tk.plan_for(x, K, kernel=main)
+    assert (plan.ncluster, plan.cluster_regs, plan.launches[0][0].fn) == (8, 0, ("CUfunction", 0x3008))
+    assert tk.plan_for(torch.zeros(4, 131072), K, kernel=main).cluster_regs == 8
 
 
 def test_plan_is_made_once_and_repacked_only_on_new_pointers(fake_gpu):

@@ -34,6 +34,8 @@ CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
 PORTABLE_CLUSTER = 8                  # the portable thread-block cluster size (sm_90+)
 MAX_CLUSTER = 16                      # with the non-portable attribute set (sm_90, sm_100): cluster=True
 AUTO_CLUSTER = 8                      # the largest cluster the automatic plan takes
+CLUSTER_TWO_LEVEL = 4                 # topk.cuh's TOPK_CLUSTER_TWO_LEVEL: two-level searches from here
+CLUSTER_REGS_VALUES = 16384           # the register path's slice: at most this many values per block
 PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side where the first may not fit
 SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
@@ -187,16 +189,47 @@ def _split_handle(handle, lds_budget, threads, bits, dev):
     return _derived_handle(handle, SPLIT_KERNEL_NAME, {"TOPK_SPLIT_ONLY": 1}, 0, lds_budget, threads, bits, dev)
 
 
-def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev):
-    """The cluster kernel with TOPK_CLUSTER=S (same lds_budget); above PORTABLE_CLUSTER blocks
-    with the non-portable cluster size allowed (a UserError where the driver refuses)."""
+def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev, regs: int = 0):
+    """The cluster kernel with TOPK_CLUSTER=S (same lds_budget), with the register path where
+    ``regs`` (TOPK_CLUSTER_REGS: float4 per thread); above PORTABLE_CLUSTER blocks with the
+    non-portable cluster size allowed (a UserError where the driver refuses)."""
     smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
-    h = _derived_handle(handle, CLUSTER_KERNEL_NAME, {"TOPK_CLUSTER": int(S)}, smem, lds_budget, threads,
-                        bits, dev)
+    extra = {"TOPK_CLUSTER": int(S), **({"TOPK_CLUSTER_REGS": int(regs)} if regs else {})}
+    h = _derived_handle(handle, CLUSTER_KERNEL_NAME, extra, smem, lds_budget, threads, bits, dev)
     if S > PORTABLE_CLUSTER and not h.info.get("nonportable_cluster"):
         rtc.allow_nonportable_cluster(h)
         h.info["nonportable_cluster"] = True
     return h
+
+
+def cluster_regs(L: int, S: int, threads: int) -> int:
+    """TOPK_CLUSTER_REGS (float4 per thread) of the cluster kernel's register path for rows of
+    ``L`` over S blocks of ``threads``, or 0 where it does not apply: a two-level build (S >=
+    CLUSTER_TWO_LEVEL), 256 threads or more, each block's slice at most CLUSTER_REGS_VALUES."""
+    slice_ = (-(-int(L) // int(S)) + 3) & ~3          # topk_cluster_slice's chunk
+    if S < CLUSTER_TWO_LEVEL or threads < 256 or slice_ > CLUSTER_REGS_VALUES:
+        return 0
+    return CLUSTER_REGS_VALUES // (4 * int(threads))
+
+
+def _cluster_kernel(handle, S: int, B: int, L: int, lds_budget, threads, bits, dev):
+    """The cluster kernel a plan launches: with the register path where it applies (see
+    ``cluster_regs``) and the driver keeps all B clusters of it resident at once (it takes more
+    registers); else the sampled one, whose residency ``_cluster_plan`` checked."""
+    nthreads = int(handle.defines.get("TOPK_THREADS", threads))
+    regs = cluster_regs(L, S, nthreads)
+    if regs:
+        try:
+            ch = _cluster_handle(handle, S, lds_budget, threads, bits, dev, regs)
+        except UserError:
+            ch = None
+        if ch is not None:
+            key = ("max_clusters", nthreads)
+            if key not in ch.info:
+                ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, ch.dynamic_smem)
+            if ch.info[key] is None or B <= ch.info[key]:
+                return ch
+    return _cluster_handle(handle, S, lds_budget, threads, bits, dev)
 
 
 def _prefetch_clusters(handle, sizes, lds_budget, threads, bits, dev) -> None:
@@ -362,7 +395,8 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
         return out, {"capacity": plan.capacity, "bin_counts": counts, "row_flags": flags}
     return out, {"overflow_rows": int((counts > plan.capacity).sum().item()), "capacity": plan.capacity,
                  "bin_counts": counts, "row_flags": flags, **flag_counts(flags), "split": plan.nsplit,
-                 "cluster": plan.ncluster, "launcher": plan.launches[0][0].launcher if plan.launches else None}
+                 "cluster": plan.ncluster, "cluster_regs": plan.cluster_regs,
+                 "launcher": plan.launches[0][0].launcher if plan.launches else None}
 
 
 def _launch(plan: LaunchPlan, tensors: tuple, ptrs: tuple) -> None:
@@ -424,6 +458,7 @@ class LaunchPlan:
     sink_ptr: int = 0
     ptrs: tuple = ()
     repacks: int = 0
+    cluster_regs: int = 0     # the cluster kernel's TOPK_CLUSTER_REGS (0: the sampled path only)
     native: tuple = ()        # every launch as (kernel, grid, block, smem, params) where all are native
     native_launcher: Any = None   # rtc.NativeLauncher of those
 
@@ -518,7 +553,7 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     if r.B:
         scratch_numel = r.B * 2 * scap     # the long-row list (cluster: its blocks' spill regions)
     if r.B and ncluster:
-        ck = _cluster_handle(handle, ncluster, r.lds_budget, r.threads, r.bits, dev)
+        ck = _cluster_kernel(handle, ncluster, r.B, r.L, r.lds_budget, r.threads, r.bits, dev)
         launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem,
                          ArgPack([*row, *outa, scap, prefix, Ptr(SCRATCH)])))
     elif r.B:
@@ -534,8 +569,9 @@ def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     dummy = torch.empty(1, dtype=torch.int32, device=dev)
     sink = torch.empty((r.B, 2), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
+    regs = int(launches[0][0].defines.get("TOPK_CLUSTER_REGS", 0)) if ncluster and launches else 0
     return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
-                      keep=(handle, split_kernel), device=dev,
+                      keep=(handle, split_kernel), device=dev, cluster_regs=regs,
                       dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr(), out_like=dummy.expand(r.B, int(r.k)))
 
 

@@ -94,7 +94,10 @@ class TopkFamily(Family):
 
         def plan(B):
             torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
-            if not tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev) and B < nsms:
+            S = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
+            if S:
+                tk._cluster_kernel(built, S, B, L, b, t, bits, dev)    # the register build, where it applies
+            elif B < nsms:
                 tk._split_handle(built, b, t, bits, dev)
         # the workload's rows and its adversarial sets' (at most 8) side by side: each plan may
         # wait seconds for a compile, and the second would otherwise start its own only then

@@ -1763,7 +1763,183 @@ __device__ static inline void topk_sum_ranks(const int* a, int n, int* tot) {
   }
 }
 
-extern "C" __global__ void __cluster_dims__(TOPK_CLUSTER, 1, 1) __launch_bounds__(TOPK_THREADS)
+// Block `rank`'s slice of a row of len values split over S blocks: [off, off + n), n may be 0.
+template <int S>
+__device__ static inline void topk_cluster_slice(int len, unsigned rank, int* off, int* n) {
+  const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
+  *off = (int)rank * chunk < len ? (int)rank * chunk : len;
+  *n = len - *off < chunk ? len - *off : chunk;
+}
+
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+// After cluster barrier (1): every block's group sums (its TOPK_CTH_OWN part) into [S][CG].
+template <int S>
+__device__ static inline void topk_cluster_read_groups(int* cth) {
+  for (int i = TOPK_TID; i < S * TOPK_CG; i += TOPK_THREADS)
+    cth[i] = topk_map_rank(cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
+}
+
+// The two-level search over the tables read above and the S blocks' histograms (DSMEM): bin
+// t = *gt * TOPK_CGS + *tj holds the K-th value of the row; *above values lie in bins > t and
+// *nt in bin t. Same answer in every block.
+template <int S>
+__device__ static inline void topk_cluster_find(TopkShared& sh, int* cth, int K, int* gt, int* tj,
+                                                int* above, int* nt) {
+  int* const gb = cth + TOPK_CTH_B(S);                   // [S][CGS] bins of group gt
+  topk_sum_ranks<S>(cth, TOPK_CG, cth + TOPK_CTH_GT(S));
+  TOPK_SYNC();
+  topk_find_threshold_in(sh, cth + TOPK_CTH_GT(S), TOPK_CG, K);
+  *gt = sh.sel_bin;
+  *above = sh.sel_above;
+  for (int i = TOPK_TID; i < S * TOPK_CGS; i += TOPK_THREADS)
+    gb[i] = topk_map_rank(sh.hist, (unsigned)(i / TOPK_CGS))[*gt * TOPK_CGS + i % TOPK_CGS];
+  TOPK_SYNC();
+  topk_sum_ranks<S>(gb, TOPK_CGS, cth + TOPK_CTH_BT(S));
+  TOPK_SYNC();
+  topk_find_threshold_in(sh, cth + TOPK_CTH_BT(S), TOPK_CGS, K - *above);
+  *tj = sh.sel_bin;
+  *above += sh.sel_above;
+  *nt = cth[TOPK_CTH_BT(S) + *tj];
+}
+
+// This thread's part of block `rank`'s first output slot: the bins > t of the blocks of lower
+// rank (groups > gt, then group gt's bins > tj), from the tables of topk_cluster_find.
+template <int S>
+__device__ static inline int topk_cluster_mine(const int* cth, unsigned rank, int gt, int tj) {
+  int mine = 0;
+  for (int i = TOPK_TID; i < (int)rank * TOPK_CG; i += TOPK_THREADS)
+    if (i % TOPK_CG > gt) mine += cth[i];
+  for (int i = TOPK_TID; i < (int)rank * TOPK_CGS; i += TOPK_THREADS)
+    if (i % TOPK_CGS > tj) mine += cth[TOPK_CTH_B(S) + i];
+  return mine;
+}
+#endif
+
+// sh.out_pos += the block's sum of every thread's `mine`.
+__device__ static inline void topk_add_out_pos(TopkShared& sh, int mine) {
+#ifdef TOPK_WARP_AGG
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
+  if (topk_lane() == 0u && mine) atomicAdd(&sh.out_pos, mine);
+#else
+  if (mine) topk_atomic_add(&sh.out_pos, mine);
+#endif
+}
+
+#if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+// The register path (-DTOPK_CLUSTER_REGS=R, a build of its own; two-level searches only): a
+// block whose slice has at most 4 R TOPK_THREADS values, 16-byte aligned, holds it in registers
+// (R float4 per thread) and the row needs no sample and no kept list:
+//  1. each block counts every value's coarse bin (its histogram and group sums); barrier (1);
+//  2. the two-level search over the S histograms finds bin t exactly, as in the sampled path;
+//  3. each block writes its values of bins > t to the output (its first slot from the tables)
+//     and pushes its bin-t values to block 0's stage (offsets from the tables); barrier (2);
+//  4. block 0 finishes bin t: rank, or radix refine of the list.
+// Returns false, in every block, where bin t does not fit block 0's stage: after a cluster
+// barrier (no block reads another's histogram any more) the caller takes the sampled path.
+__device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32* stage, const float* p,
+                                             int off, int n, int K, unsigned rank, int* o,
+                                             const TopkTransform& tr, int* diag) {
+  constexpr int S = TOPK_CLUSTER, R = TOPK_CLUSTER_REGS;
+  const float* q = p + off;
+  topk_f4 v[R];
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    if (i + 4 <= n) {
+      v[u] = *(const topk_f4*)(q + i);
+    } else {
+      v[u].x = i < n ? q[i] : 0.f;
+      v[u].y = i + 1 < n ? q[i + 1] : 0.f;
+      v[u].z = i + 2 < n ? q[i + 2] : 0.f;
+      v[u].w = 0.f;          // i + 3 < n would have taken the float4 load
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (i + j < n) topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(x[j]))));
+  }
+  TOPK_STAMP(sh, 1);
+  TOPK_SYNC();                                           // this block's histogram complete
+  topk_group_sums(sh.hist, cth + TOPK_CTH_OWN(S));
+  topk_cluster_sync();                                   // (1) histograms, group sums
+  TOPK_STAMP(sh, 2);
+  topk_cluster_read_groups<S>(cth);
+  TOPK_SYNC();
+  int gt, tj, above, nt;
+  topk_cluster_find<S>(sh, cth, K, &gt, &tj, &above, &nt);
+  if (nt > TOPK_CAP) {                                   // cluster-uniform
+    topk_cluster_sync();
+    return false;
+  }
+  const int t = gt * TOPK_CGS + tj;
+  topk_add_out_pos(sh, topk_cluster_mine<S>(cth, rank, gt, tj));
+  if (TOPK_TID == 0) {       // this block's first bin-t slot in block 0's stage
+    int coff = 0;
+    for (int r = 0; r < (int)rank; ++r) coff += cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj];
+    sh.cand_n = coff;
+  }
+  TOPK_SYNC();
+  TOPK_STAMP(sh, 3);
+  TopkCollectOp cop;
+  cop.sh = &sh;
+  cop.cand = stage;
+  cop.push = true;
+  cop.push_addr = topk_cluster_addr(stage, 0u);
+  cop.t = t;
+  cop.out = o;
+  cop.tr = &tr;
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+    topk_u2 e[4];
+    bool valid[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      e[j].x = (topk_u32)(off + i + j);
+      e[j].y = topk_canon(topk_bits(x[j]));
+      valid[j] = i + j < n;
+    }
+    topk_list_round<4>(cop, e, valid);
+  }
+  topk_cluster_sync();                                   // (2) every push has landed
+  if (rank != 0) return true;
+  TOPK_STAMP(sh, 4);
+  if (TOPK_TID == 0) {
+    diag[0] = nt;
+    sh.out_pos = above;      // bin t fills the slots after every block's bins > t
+  }
+  TOPK_SYNC();
+  if (nt <= TOPK_RANK_MAX) {
+    topk_rank_emit(sh, stage, nt, K - above, o, tr);
+  } else {
+    TopkListSrc ls;
+    ls.p = stage;
+    ls.n = nt;
+    topk_refine_emit(sh, ls, -1, K - above, o, tr);
+  }
+  topk_write_flags(sh, diag);
+  TOPK_PROF_SYNC();
+  TOPK_STAMP(sh, 9);
+  TOPK_PROF_DUMP(sh, o);
+  return true;
+}
+#endif
+
+// The register path keeps R float4 per thread live across both cluster barriers: its build lets
+// ptxas take up to the registers of one block per SM (at 512 threads, R = 8: 85 instead of 64
+// registers with spills); the other builds keep the default bound.
+#if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+#define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS, 1)
+#else
+#define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS)
+#endif
+extern "C" __global__ void __cluster_dims__(TOPK_CLUSTER, 1, 1) TOPK_CLUSTER_BOUNDS
 topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                     const int* __restrict__ lengths, int has_lengths,
                     const int* __restrict__ row_starts, int has_starts, int K,
@@ -1807,12 +1983,22 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 
   topk_block_init(sh);
   TOPK_STAMP(sh, 0);
+#if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+  {
+    int roff, rn;
+    topk_cluster_slice<S>(len, rank, &roff, &rn);
+    const int slice = (((len + S - 1) / S) + 3) & ~3;   // every block's, uniform over the cluster
+    if (slice <= 4 * TOPK_CLUSTER_REGS * TOPK_THREADS && (((unsigned long long)p) & 15ull) == 0ull) {
+      if (topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag)) return;
+      topk_block_init(sh);   // bin t too large for a stage: the sampled path below
+    }
+  }
+#endif
   int cut;                   // the bin f0 cut (its kept count is partial), -1 if none
   const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
   TOPK_STAMP(sh, 1);
-  const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
-  const int off = (int)rank * chunk < len ? (int)rank * chunk : len;
-  const int n = len - off < chunk ? len - off : chunk;
+  int off, n;
+  topk_cluster_slice<S>(len, rank, &off, &n);
   // the row's scratch list (long_rows = its entries) in S spill regions, one per block
   const int region = long_rows / S;
   topk_u32* spill0 = scratch + (long long)row * 2ll * (long long)long_rows;
@@ -1830,10 +2016,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 
   if (tid < S) topk_ckept[tid] = *topk_map_rank(&sh.scratch_n, (unsigned)tid);
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-  int* const ga = topk_cth;                              // [S][CG] group sums
-  int* const gb = topk_cth + TOPK_CTH_B(S);              // [S][CGS] bins of group gt
-  for (int i = tid; i < S * TOPK_CG; i += TOPK_THREADS)
-    ga[i] = topk_map_rank(topk_cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
+  topk_cluster_read_groups<S>(topk_cth);                 // [S][CG] group sums
 #else
   {                          // S remote 16-byte loads in flight per thread and round
     constexpr int V = TOPK_BINS / 4;
@@ -1863,22 +2046,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const bool kept_ok = fits && kept >= K;
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   int gt = 0, tj = 0, above = 0, nt = 0;   // bin t = gt * TOPK_CGS + tj
-  if (kept_ok) {
-    topk_sum_ranks<S>(ga, TOPK_CG, topk_cth + TOPK_CTH_GT(S));
-    TOPK_SYNC();
-    topk_find_threshold_in(sh, topk_cth + TOPK_CTH_GT(S), TOPK_CG, K);
-    gt = sh.sel_bin;
-    above = sh.sel_above;
-    for (int i = tid; i < S * TOPK_CGS; i += TOPK_THREADS)
-      gb[i] = topk_map_rank(sh.hist, (unsigned)(i / TOPK_CGS))[gt * TOPK_CGS + i % TOPK_CGS];
-    TOPK_SYNC();
-    topk_sum_ranks<S>(gb, TOPK_CGS, topk_cth + TOPK_CTH_BT(S));
-    TOPK_SYNC();
-    topk_find_threshold_in(sh, topk_cth + TOPK_CTH_BT(S), TOPK_CGS, K - above);
-    tj = sh.sel_bin;
-    above += sh.sel_above;
-    nt = topk_cth[TOPK_CTH_BT(S) + tj];   // every bin-t value of the row is kept (t is above the cut)
-  }
+  if (kept_ok)   // every bin-t value of the row is kept (t is above the cut)
+    topk_cluster_find<S>(sh, topk_cth, K, &gt, &tj, &above, &nt);
   const int t = gt * TOPK_CGS + tj;
   // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
   // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
@@ -1898,13 +2067,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     return;
   }
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-  // this block's first output slot: the bins > t of the blocks of lower rank (groups > gt, then
-  // group gt's bins > tj), from the tables read above
-  int mine = 0;
-  for (int i = tid; i < (int)rank * TOPK_CG; i += TOPK_THREADS)
-    if (i % TOPK_CG > gt) mine += ga[i];
-  for (int i = tid; i < (int)rank * TOPK_CGS; i += TOPK_THREADS)
-    if (i % TOPK_CGS > tj) mine += gb[i];
+  // this block's first output slot: the bins > t of the blocks of lower rank
+  const int mine = topk_cluster_mine<S>(topk_cth, rank, gt, tj);
 #else
   const int t = sh.sel_bin;
   const int above = sh.sel_above;
@@ -1914,13 +2078,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
     for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
 #endif
-#ifdef TOPK_WARP_AGG
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(TOPK_FULL, mine, d);
-  if (topk_lane() == 0u && mine) atomicAdd(&sh.out_pos, mine);
-#else
-  if (mine) topk_atomic_add(&sh.out_pos, mine);
-#endif
+  topk_add_out_pos(sh, mine);
   // Bin t in one list: push, when block 0's stage has room after its own kept entries for all
   // of bin t (every block writes its bin-t entries there directly: DSMEM stores, at offsets
   // from the histograms); else pull (block 0 compacts its own and reads the others'). A bin t
@@ -1931,7 +2089,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   if (push && tid == 0) {
     int coff = 0;
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-    for (int r = 0; r < (int)rank; ++r) coff += gb[r * TOPK_CGS + tj];
+    for (int r = 0; r < (int)rank; ++r) coff += topk_cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj];
 #else
     for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
 #endif

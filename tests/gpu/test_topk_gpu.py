@@ -276,6 +276,37 @@ def test_cluster_kernel_families(name, bits, threads):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+@pytest.mark.parametrize("name", ref.CASES)
+@pytest.mark.parametrize("bits,threads", [(8, 512), (12, 512), (12, 1024)])
+def test_cluster_register_path_families(name, bits, threads):
+    """The cluster kernel's register path (each block's slice in registers, no sample, no kept
+    list) at S=8 on 128K rows: every family with ragged lengths (an odd one, a row too short for
+    the long-row path, one of at most K) exact and its bin counts as predicted. Rows whose bin t
+    does not fit a stage (heavy ties) take the sampled path in the same kernel, also exact; so
+    do rows that do not start 16-byte aligned."""
+    s, lens = ref.make_case(name, 6, 131072, K, seed=37)
+    lens = np.array(lens, np.int32)
+    lens[1], lens[2], lens[3] = 131072 - 3, 70001, K - 1
+    out, diag = _run(s, lens, K, 32768, bits, split=8, cluster=True, threads=threads)
+    assert diag["cluster"] == 8 and diag["cluster_regs"] == tk.cluster_regs(131072, 8, threads) > 0
+    _assert_exact(s, lens, K, out, what=f"register path {name} bits={bits} t={threads}")
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, bits))
+    starts = np.array([1, 0, 2, 0, 3, 0], np.int32)           # unaligned rows: the sampled path
+    slens = np.minimum(lens, 131072 - starts).astype(np.int32)
+    out, diag = _run(s, slens, K, 32768, bits, starts=starts, split=8, cluster=True, threads=threads)
+    _assert_exact(s, slens, K, out, starts=starts, what=f"register build, row starts {name} bits={bits}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+def test_the_plan_takes_the_register_path_for_8_rows_of_128k():
+    s, lens = ref.make_case("random_normal", 8, 131072, K, seed=3)
+    for threads in (512, 1024):
+        out, diag = _run(s, None, K, 32768, 12, threads=threads)
+        assert (diag["cluster"], diag["cluster_regs"]) == (8, 4096 // threads), diag
+        _assert_exact(s, lens, K, out, what=f"register path by plan, t={threads}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
 def test_cluster_kernel_many_rows_and_row_starts():
     """B >= SMs with 256-thread blocks (a forced cluster of 2), per-row lengths and starts, rows
     short enough for the plain path and rows of at most K among them."""
