@@ -1827,6 +1827,57 @@ __device__ static inline void topk_add_out_pos(TopkShared& sh, int mine) {
 }
 
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+// The register path's slice [0, n) of q into v (R float4 a thread, strided by the block), and
+// every value's coarse bin counted in sh.hist.
+__device__ static inline void topk_regs_load_count(TopkShared& sh, const float* q, int n,
+                                                   topk_f4 (&v)[TOPK_CLUSTER_REGS]) {
+#pragma unroll
+  for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    if (i + 4 <= n) {
+      v[u] = *(const topk_f4*)(q + i);
+    } else {
+      v[u].x = i < n ? q[i] : 0.f;
+      v[u].y = i + 1 < n ? q[i + 1] : 0.f;
+      v[u].z = i + 2 < n ? q[i + 2] : 0.f;
+      v[u].w = 0.f;          // i + 3 < n would have taken the float4 load
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (i + j < n) topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(x[j]))));
+  }
+}
+
+// The register path's values of bins > t to the output (slots from sh.out_pos), of bin t to
+// block 0's stage (cluster address push, slots from sh.cand_n); off: the slice's first index.
+__device__ static inline void topk_regs_emit(TopkShared& sh, const topk_f4 (&v)[TOPK_CLUSTER_REGS], int off,
+                                             int n, int t, unsigned push, int* o, const TopkTransform& tr) {
+  // Bins >= t are few (about (K + count(t)) / S of the slice): one shared atomic per value that
+  // goes out, none for the rest. Measured on the H200 at (8,128K) (results/sm_90/topk_v12/),
+  // against two other ways: a warp-wide slot reservation per value, as for kept lists (the
+  // collect phase took 7.5 us, the call 20.8 us), and a warp scan of each thread's counts with
+  // one atomic per warp (19.3-19.7 us, this way 18.0-18.8 in the run before it).
+#pragma unroll
+  for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const topk_u32 bits = topk_canon(topk_bits(x[j]));
+      const int bin = topk_bin(bits);
+      if (i + j < n && bin >= t) {
+        if (bin > t) o[topk_atomic_add(&sh.out_pos, 1)] = tr.apply(off + i + j);
+        else topk_cluster_st2(push + 8u * (unsigned)topk_atomic_add(&sh.cand_n, 1), (topk_u32)(off + i + j), bits);
+      }
+    }
+  }
+}
+
 // The register path (-DTOPK_CLUSTER_REGS=R, a build of its own; two-level searches only): a
 // block whose slice has at most 4 R TOPK_THREADS values, 16-byte aligned, holds it in registers
 // (R float4 per thread) and the row needs no sample and no kept list:
@@ -1840,29 +1891,9 @@ __device__ static inline void topk_add_out_pos(TopkShared& sh, int mine) {
 __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32* stage, const float* p,
                                              int off, int n, int K, unsigned rank, int* o,
                                              const TopkTransform& tr, int* diag) {
-  constexpr int S = TOPK_CLUSTER, R = TOPK_CLUSTER_REGS;
-  const float* q = p + off;
-  topk_f4 v[R];
-#pragma unroll
-  for (int u = 0; u < R; ++u) {
-    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
-    if (i + 4 <= n) {
-      v[u] = *(const topk_f4*)(q + i);
-    } else {
-      v[u].x = i < n ? q[i] : 0.f;
-      v[u].y = i + 1 < n ? q[i + 1] : 0.f;
-      v[u].z = i + 2 < n ? q[i + 2] : 0.f;
-      v[u].w = 0.f;          // i + 3 < n would have taken the float4 load
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < R; ++u) {
-    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
-    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (i + j < n) topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(x[j]))));
-  }
+  constexpr int S = TOPK_CLUSTER;
+  topk_f4 v[TOPK_CLUSTER_REGS];
+  topk_regs_load_count(sh, p + off, n, v);
   TOPK_STAMP(sh, 1);
   TOPK_SYNC();                                           // this block's histogram complete
   topk_group_sums(sh.hist, cth + TOPK_CTH_OWN(S));
@@ -1885,26 +1916,7 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   }
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
-  // Bins >= t are few (about (K + count(t)) / S of the slice): one shared atomic per value that
-  // goes out, none for the rest. Measured on the H200 at (8,128K) (results/sm_90/topk_v12/),
-  // against two other ways: a warp-wide slot reservation per value, as for kept lists (the
-  // collect phase took 7.5 us, the call 20.8 us), and a warp scan of each thread's counts with
-  // one atomic per warp (19.3-19.7 us, this way 18.0-18.8 in the run before it).
-  const unsigned push = topk_cluster_addr(stage, 0u);
-#pragma unroll
-  for (int u = 0; u < R; ++u) {
-    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
-    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const topk_u32 bits = topk_canon(topk_bits(x[j]));
-      const int bin = topk_bin(bits);
-      if (i + j < n && bin >= t) {
-        if (bin > t) o[topk_atomic_add(&sh.out_pos, 1)] = tr.apply(off + i + j);
-        else topk_cluster_st2(push + 8u * (unsigned)topk_atomic_add(&sh.cand_n, 1), (topk_u32)(off + i + j), bits);
-      }
-    }
-  }
+  topk_regs_emit(sh, v, off, n, t, topk_cluster_addr(stage, 0u), o, tr);
   topk_cluster_sync();                                   // (2) every push has landed
   if (rank != 0) return true;
   TOPK_STAMP(sh, 4);
