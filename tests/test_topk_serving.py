@@ -241,7 +241,8 @@ def test_a_known_plain_call_skips_the_argument_checks_but_a_changed_one_does_not
     tk.topk(x1, K, lengths, kernel=main)                                 # lengths are checked every call
     assert checked == [K, K, K, K, 1024, K, K]
     opts = (None,) * 9
-    assert tk._call_key(x1, [K], opts) is None and tk._call_key("not a tensor", K, opts) is None
+    assert tk._known_plan(tk._call_key(x1, [K], opts)) == (None, None)        # unhashable: no key
+    assert tk._call_key("not a tensor", K, opts) is None and tk._known_plan(None) == (None, None)
 
 
 def test_every_launch_binds_this_calls_pointers(fake_gpu):

@@ -502,13 +502,23 @@ def clear_plans() -> None:
 def _call_key(scores, k, opts: tuple):
     """The raw arguments of a call without lengths, row starts or a transform table, as a key
     (None when ``scores`` is not a tensor): its dtype, device, shape and strides decide what
-    ``_check_args`` checks, so a call with a known key is a checked one."""
+    ``_check_args`` checks, so a call with a known key is a checked one. An unhashable key (a
+    list for k) is found by the lookup (``_known_plan``): hashing it here too cost a second hash
+    of every call's key."""
     try:
-        key = (scores.dtype, scores.device, scores.shape, scores.stride(), k, id(opts[0]), id(opts[1]), *opts[2:])
-        hash(key)
+        return (scores.dtype, scores.device, scores.shape, scores.stride(), k, id(opts[0]), id(opts[1]), *opts[2:])
     except (AttributeError, TypeError):
         return None
-    return key
+
+
+def _known_plan(ckey):
+    """(plan or None, key): this thread's plan of a call key; an unhashable key gives (None, None)."""
+    if ckey is None:
+        return None, None
+    try:
+        return _calls().get(ckey), ckey
+    except TypeError:
+        return None, None
 
 
 def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[int, int]:
@@ -593,7 +603,7 @@ def _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_tab
     plain = lengths is None and row_starts is None and page_table is None and offsets is None
     ckey = _call_key(scores, k, (kernel, split_kernel, page_bits, prefix_min_row, split, cluster, lds_budget,
                                  threads, bits)) if plain else None
-    plan = _calls().get(ckey) if ckey is not None else None
+    plan, ckey = _known_plan(ckey)
     if plan is not None:
         return plan, None
     _check_args(scores, k, lengths, row_starts)
