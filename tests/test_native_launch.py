@@ -198,3 +198,23 @@ def test_the_driver_api_is_native_where_the_driver_library_loads(monkeypatch):
             rtc._driver_api.cache_clear()
         assert api[0] == "native" and api[1].launch_all is native.module().launch_all
         assert api[1].function == ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+def test_a_cache_folder_that_cannot_be_made_is_no_crash(monkeypatch, tmp_path):
+    """The cache folder cannot be created (here: a file stands where a folder should be; a
+    read-only home does the same): no native launcher, and a reason, not an exception."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(native, "_STATE", {})
+    assert native.module() is None and str(blocker) in native.error()
+
+
+def test_a_damaged_module_file_is_built_afresh(monkeypatch, tmp_path):
+    monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_STATE", {})
+    path = native.built_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a shared object")
+    assert native.module() is not None, native.error()
+    assert path.read_bytes()[:4] == b"\x7fELF"

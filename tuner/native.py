@@ -12,6 +12,7 @@ Python build, and written atomically: concurrent first calls each build, one fil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -58,13 +59,23 @@ def _load():
         if err:
             return None, err
     try:
-        loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
-        spec = importlib.util.spec_from_file_location(MODULE, str(path), loader=loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
-    except (ImportError, OSError) as e:
-        return None, f"cannot load {path}: {e}"
-    return mod, None
+        return _import(path), None
+    except (ImportError, OSError):   # a damaged file: build it afresh once
+        err = build(path)
+        if err:
+            return None, err
+        try:
+            return _import(path), None
+        except (ImportError, OSError) as e:
+            return None, f"cannot load {path}: {e}"
+
+
+def _import(path: Path):
+    loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE, str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def built_path() -> Path:
@@ -88,16 +99,18 @@ def build(path: Path) -> str | None:
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").exists():
         return f"no Python.h in {include} (install the Python development headers)"
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     cmd = [*compiler(), "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(tmp)]
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
+        if r.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            first = next((ln for ln in r.stderr.splitlines() if "error" in ln.lower()), r.stderr.strip()[:200])
+            return f"{cmd[0]} failed: {first}"
+        os.replace(tmp, path)
+    except (OSError, subprocess.TimeoutExpired) as e:    # no compiler, a read-only cache folder
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         return f"{cmd[0]}: {e}"
-    if r.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        first = next((ln for ln in r.stderr.splitlines() if "error" in ln.lower()), r.stderr.strip()[:200])
-        return f"{cmd[0]} failed: {first}"
-    os.replace(tmp, path)
     return None
