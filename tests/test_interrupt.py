@@ -100,3 +100,20 @@ def test_ctrl_c_early_in_a_real_run(tmp_path, delay_s):
     assert written in ([], ["gfx950", "gfx950/topk.yaml"]) and (written or p.returncode != 0), err
     if written:
         load_results(tmp_path / "gfx950" / "topk.yaml")
+
+
+def test_a_ctrl_c_during_interpreter_shutdown_prints_no_traceback():
+    """After the command, Python runs the libraries' exit handlers (certifi's, in CI); a Ctrl-C
+    then has nothing left to stop. Here an exit handler registered before the CLI ran (so it
+    runs after the CLI's) interrupts itself: no traceback, the command's exit code."""
+    code = ("import atexit, os, signal, time\n"
+            "def late():\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(0.2)\n"
+            "atexit.register(late)\n"
+            "from occtune.cli import main\n"
+            "main(['targets'])\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+                       timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr

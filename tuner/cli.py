@@ -82,7 +82,19 @@ def main(argv=None) -> None:
     if INTERRUPTED.is_set() and code != 130:    # a Ctrl-C some library swallowed still stops us
         click.echo("interrupted", err=True)
         code = 130
+    _quiet_shutdown()
     sys.exit(code)
+
+
+def _quiet_shutdown() -> None:
+    """Ignore Ctrl-C once the interpreter shuts down: the work is done (results written), and a
+    Ctrl-C then would only print a traceback from a library's exit handler (certifi's, seen in
+    CI). Registered once, after the libraries' handlers, so it runs before them."""
+    import atexit
+
+    if _main_thread() and not getattr(_quiet_shutdown, "done", False):
+        atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)
+        _quiet_shutdown.done = True
 
 
 # the built-in verbs but `sweep` never run a timed sweep: no replay key to compute on their start-up
