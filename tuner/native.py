@@ -45,11 +45,6 @@ def error() -> str | None:
     return _STATE.get("error")
 
 
-def reset() -> None:
-    """Forget the loaded module (tests; the next ``module()`` loads or builds again)."""
-    _STATE.clear()
-
-
 def _load():
     if os.environ.get("OCCTUNE_NATIVE_LAUNCH", "1") == "0":
         return None, "OCCTUNE_NATIVE_LAUNCH=0"
