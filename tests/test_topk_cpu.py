@@ -387,6 +387,8 @@ def test_register_path_rule_and_the_kernels_twin_constant():
     assert tk.cluster_regs(131072, 7, 512) == 0
     assert tk.cluster_regs(65536, 3, 512) == 0               # one-level builds: no register path
     assert tk.cluster_regs(65536, 4, 512) == 8 and tk.cluster_regs(65536, 4, 128) == 0
+    assert tk.cluster_regs(131072, 8, 384) == 0                # R = 10 holds 15360 of 16384 values
+    assert tk.cluster_regs(120000, 8, 384) == 10               # 15000 values a slice
 
 
 # ---- build plumbing --------------------------------------------------------------------------

@@ -205,11 +205,14 @@ def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev, regs: int = 
 def cluster_regs(L: int, S: int, threads: int) -> int:
     """TOPK_CLUSTER_REGS (float4 per thread) of the cluster kernel's register path for rows of
     ``L`` over S blocks of ``threads``, or 0 where it does not apply: a two-level build (S >=
-    CLUSTER_TWO_LEVEL), 256 threads or more, each block's slice at most CLUSTER_REGS_VALUES."""
+    CLUSTER_TWO_LEVEL), 256 threads or more, each block's slice at most 4 R threads values (R =
+    CLUSTER_REGS_VALUES / 4 threads, rounded down: the kernel's own test, so that a thread count
+    that does not divide 4096 never builds a register path no row takes)."""
     slice_ = (-(-int(L) // int(S)) + 3) & ~3          # topk_cluster_slice's chunk
-    if S < CLUSTER_TWO_LEVEL or threads < 256 or slice_ > CLUSTER_REGS_VALUES:
+    regs = CLUSTER_REGS_VALUES // (4 * int(threads))
+    if S < CLUSTER_TWO_LEVEL or threads < 256 or slice_ > 4 * regs * int(threads):   # the kernel's test
         return 0
-    return CLUSTER_REGS_VALUES // (4 * int(threads))
+    return regs
 
 
 def _cluster_kernel(handle, S: int, B: int, L: int, lds_budget, threads, bits, dev):
