@@ -1764,11 +1764,13 @@ __device__ static inline void topk_sum_ranks(const int* a, int n, int* tot) {
 }
 
 // Block `rank`'s slice of a row of len values split over S blocks: [off, off + n), n may be 0.
+// Returns the slice length every block was given (the same in all of them).
 template <int S>
-__device__ static inline void topk_cluster_slice(int len, unsigned rank, int* off, int* n) {
+__device__ static inline int topk_cluster_slice(int len, unsigned rank, int* off, int* n) {
   const int chunk = (((len + S - 1) / S) + 3) & ~3;   // slices keep 16-byte alignment
   *off = (int)rank * chunk < len ? (int)rank * chunk : len;
   *n = len - *off < chunk ? len - *off : chunk;
+  return chunk;
 }
 
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
@@ -1996,8 +1998,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   {
     int roff, rn;
-    topk_cluster_slice<S>(len, rank, &roff, &rn);
-    const int slice = (((len + S - 1) / S) + 3) & ~3;   // every block's, uniform over the cluster
+    const int slice = topk_cluster_slice<S>(len, rank, &roff, &rn);   // uniform over the cluster
     if (slice <= 4 * TOPK_CLUSTER_REGS * TOPK_THREADS && (((unsigned long long)p) & 15ull) == 0ull) {
       if (topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag)) return;
       topk_block_init(sh);   // bin t too large for a stage: the sampled path below
