@@ -228,15 +228,21 @@ def _raise_dynamic_smem_limit(torch, kern, nbytes: int) -> None:
     dynamic shared memory above 48 KB needs it too (else the launch fails: invalid argument)."""
     if getattr(torch.version, "hip", None):
         return
+    rc = _func_set_attribute(kern, 8, nbytes)    # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if rc not in (None, 0):
+        raise RuntimeError(f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) returned {rc}")
+
+
+def _func_set_attribute(kern, attribute: int, value: int) -> int | None:
+    """CUDA: cuFuncSetAttribute(torch's loaded function of ``kern``, attribute, value) through the
+    library torch loaded: its result code, or None where there is no function or no setter."""
     from torch.cuda import _utils
 
     func = getattr(kern, "func", None)
     setter = getattr(_utils._get_gpu_runtime_library(), "cuFuncSetAttribute", None)
     if func is None or setter is None:
-        return
-    rc = setter(func, 8, ctypes.c_int(nbytes))   # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    if rc != 0:
-        raise RuntimeError(f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) returned {rc}")
+        return None
+    return setter(func, attribute, ctypes.c_int(int(value)))
 
 
 def allow_nonportable_cluster(handle: RtcKernel) -> None:
@@ -244,13 +250,10 @@ def allow_nonportable_cluster(handle: RtcKernel) -> None:
     asked about (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14 in cuda.h, set to 1;
     sm_90 and sm_100 allow up to 16 blocks). A UserError where the driver refuses."""
     import torch
-    from torch.cuda import _utils
 
     if getattr(torch.version, "hip", None):
         raise UserError(f"{handle.name}: thread-block clusters are CUDA only")
-    func = getattr(handle.kernel, "func", None)
-    setter = getattr(_utils._get_gpu_runtime_library(), "cuFuncSetAttribute", None)
-    rc = setter(func, 14, ctypes.c_int(1)) if func is not None and setter is not None else -1
+    rc = _func_set_attribute(handle.kernel, 14, 1)
     if rc != 0:
         raise UserError(f"{handle.name}: the driver does not allow clusters over 8 blocks here "
                         f"(cuFuncSetAttribute NON_PORTABLE_CLUSTER_SIZE_ALLOWED: {rc}); use 8 or fewer")

@@ -227,12 +227,19 @@ def _cluster_kernel(handle, S: int, B: int, L: int, lds_budget, threads, bits, d
         except UserError:
             ch = None
         if ch is not None:
-            key = ("max_clusters", nthreads)
-            if key not in ch.info:
-                ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, ch.dynamic_smem)
-            if ch.info[key] is None or B <= ch.info[key]:
+            most = _resident_clusters(ch, S, nthreads, ch.dynamic_smem)
+            if most is None or B <= most:
                 return ch
     return _cluster_handle(handle, S, lds_budget, threads, bits, dev)
+
+
+def _resident_clusters(ch, S: int, nthreads: int, smem: int):
+    """The driver's answer for cluster kernel ``ch``: how many of its clusters of S can be
+    resident at once (None: it won't say), asked once per kernel and block size."""
+    key = ("max_clusters", nthreads)
+    if key not in ch.info:
+        ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, smem)
+    return ch.info[key]
 
 
 def _prefetch_clusters(handle, sizes, lds_budget, threads, bits, dev) -> None:
@@ -302,10 +309,7 @@ def _cluster_plan(handle, B, L, k, scap, nsms, split, cluster, lds_budget, threa
             if cluster:
                 raise
             return 0      # e.g. budget + the cluster kernel's static shared memory too large
-        key = ("max_clusters", nthreads)
-        if key not in ch.info:
-            ch.info[key] = rtc.max_active_clusters(ch, S, nthreads, smem)
-        most = ch.info[key]
+        most = _resident_clusters(ch, S, nthreads, smem)
         rtc.log_compile(f"topk plan: B={B} L={L} {smem} B: cluster {S} {'kept' if most is None or B <= most else 'refused'}"
                         f" (at most {most} resident)")
         if most is None or B <= most:
