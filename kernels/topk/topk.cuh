@@ -1731,12 +1731,10 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
 #define TOPK_CGS (TOPK_BINS >= 4096 ? 64 : 16)   // bins per group
 #define TOPK_CG (TOPK_BINS / TOPK_CGS)           // groups
 // topk_cth, the cluster threshold's shared scratch: [S][CG] every block's group sums, [S][CGS]
-// every block's bins of the threshold group, CG group totals, CGS bin totals, then this block's
-// own CG group sums (the part the other blocks read)
+// every block's bins of the threshold group, then this block's own CG group sums (the part the
+// other blocks read)
 #define TOPK_CTH_B(S) ((S) * TOPK_CG)
-#define TOPK_CTH_GT(S) (TOPK_CTH_B(S) + (S) * TOPK_CGS)
-#define TOPK_CTH_BT(S) (TOPK_CTH_GT(S) + TOPK_CG)
-#define TOPK_CTH_OWN(S) (TOPK_CTH_BT(S) + TOPK_CGS)
+#define TOPK_CTH_OWN(S) (TOPK_CTH_B(S) + (S) * TOPK_CGS)
 #define TOPK_CTH_N(S) (TOPK_CTH_OWN(S) + TOPK_CG)
 
 // Sums of TOPK_CGS consecutive bins of hist into g[TOPK_CG]: int4 loads, the lanes of one group
@@ -1749,17 +1747,6 @@ __device__ static inline void topk_group_sums(const int* hist, int* g) {
 #pragma unroll
     for (int d = L / 2; d > 0; d >>= 1) s += __shfl_xor_sync(TOPK_FULL, s, d);
     if ((i4 & (L - 1)) == 0) g[i4 / L] = s;
-  }
-}
-
-// Column sums of a [S][n] table into tot[n].
-template <int S>
-__device__ static inline void topk_sum_ranks(const int* a, int n, int* tot) {
-  for (int j = TOPK_TID; j < n; j += TOPK_THREADS) {
-    int s = 0;
-#pragma unroll
-    for (int r = 0; r < S; ++r) s += a[r * n + j];
-    tot[j] = s;
   }
 }
 
@@ -1781,27 +1768,63 @@ __device__ static inline void topk_cluster_read_groups(int* cth) {
     cth[i] = topk_map_rank(cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
 }
 
+// One warp's search of a [S][C] table a (shared memory, C = 16 or 64): the column c, counted
+// from the top, that holds the need-th value of the column sums, *above the sum of the columns
+// above it, *cnt its own sum. Every warp that calls it gets the same answer, without a block
+// barrier: each lane sums C / 32 columns (or one), a suffix scan over the lanes, one ballot.
+template <int S, int C>
+__device__ static inline void topk_warp_find(const int* a, int need, int* col, int* above, int* cnt) {
+  constexpr int P = C >= 32 ? C / 32 : 1;   // columns per lane
+  const int lane = (int)topk_lane();
+  int c[P];
+  int s = 0;
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    const int j = lane * P + q;
+    c[q] = 0;
+#pragma unroll
+    for (int r = 0; r < S; ++r) c[q] += j < C ? a[r * C + j] : 0;
+    s += c[q];
+  }
+  int incl = s;              // the sum over lanes >= this one
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_down_sync(TOPK_FULL, incl, d);
+    if (lane + d < 32) incl += y;
+  }
+  int ab = incl - s, hit = -1, hab = 0, hc = 0;
+#pragma unroll
+  for (int q = P - 1; q >= 0; --q) {
+    if (hit < 0 && ab < need && need <= ab + c[q]) {
+      hit = lane * P + q;
+      hab = ab;
+      hc = c[q];
+    }
+    ab += c[q];
+  }
+  const unsigned m = __ballot_sync(TOPK_FULL, hit >= 0);
+  const int src = m ? __ffs(m) - 1 : 0;
+  const int h = __shfl_sync(TOPK_FULL, hit, src);
+  *col = h < 0 ? 0 : h;
+  *above = __shfl_sync(TOPK_FULL, hab, src);
+  *cnt = __shfl_sync(TOPK_FULL, hc, src);
+}
+
 // The two-level search over the tables read above and the S blocks' histograms (DSMEM): bin
 // t = *gt * TOPK_CGS + *tj holds the K-th value of the row; *above values lie in bins > t and
-// *nt in bin t. Same answer in every block.
+// *nt in bin t. Same answer in every warp of every block; one block barrier (the threshold
+// group's bins), where a block-wide scan per level took seven.
 template <int S>
 __device__ static inline void topk_cluster_find(TopkShared& sh, int* cth, int K, int* gt, int* tj,
                                                 int* above, int* nt) {
   int* const gb = cth + TOPK_CTH_B(S);                   // [S][CGS] bins of group gt
-  topk_sum_ranks<S>(cth, TOPK_CG, cth + TOPK_CTH_GT(S));
-  TOPK_SYNC();
-  topk_find_threshold_in(sh, cth + TOPK_CTH_GT(S), TOPK_CG, K);
-  *gt = sh.sel_bin;
-  *above = sh.sel_above;
+  int ng, a2;
+  topk_warp_find<S, TOPK_CG>(cth, K, gt, above, &ng);
   for (int i = TOPK_TID; i < S * TOPK_CGS; i += TOPK_THREADS)
     gb[i] = topk_map_rank(sh.hist, (unsigned)(i / TOPK_CGS))[*gt * TOPK_CGS + i % TOPK_CGS];
   TOPK_SYNC();
-  topk_sum_ranks<S>(gb, TOPK_CGS, cth + TOPK_CTH_BT(S));
-  TOPK_SYNC();
-  topk_find_threshold_in(sh, cth + TOPK_CTH_BT(S), TOPK_CGS, K - *above);
-  *tj = sh.sel_bin;
-  *above += sh.sel_above;
-  *nt = cth[TOPK_CTH_BT(S) + *tj];
+  topk_warp_find<S, TOPK_CGS>(gb, K - *above, tj, &a2, nt);
+  *above += a2;
 }
 
 // This thread's part of block `rank`'s first output slot: the bins > t of the blocks of lower
@@ -1919,6 +1942,8 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
   topk_regs_emit(sh, v, off, n, t, topk_cluster_addr(stage, 0u), o, tr);
+  TOPK_PROF_SYNC();
+  TOPK_STAMP(sh, 5);         // profile builds: the emission's end (phase p1 = -(barrier (2)'s wait))
   topk_cluster_sync();                                   // (2) every push has landed
   if (rank != 0) return true;
   TOPK_STAMP(sh, 4);
