@@ -299,6 +299,58 @@ def test_keep_threshold_is_an_upper_set_holding_every_key_from_f0(tmp_path):
             assert k_sorted[first:].all(), f"f0={f0:#x}: kept set is not an upper set"
 
 
+PREFILTER_HARNESS = r"""
+#define TOPK_COARSE_BITS @B@
+#include "topk.cuh"
+#include <cstdio>
+int main(int argc, char** argv) {
+  FILE* g = fopen(argv[1], "wb");
+  for (int t = 0; t < TOPK_BINS; ++t) {
+    unsigned b = topk_bits(topk_bin_prefilter(t));
+    fwrite(&b, 4, 1, g);
+  }
+  fclose(g); return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("bits", [8, 12])
+def test_bin_prefilter_passes_every_value_of_bin_t_and_above(tmp_path, bits):
+    """The register path skips x when x <= topk_bin_prefilter(t): no value of bin >= t may be
+    skipped (every fp16 value, its fp32 neighbours, the rounding midpoints between fp16 values and
+    theirs, specials, random bits), and no value two bins below t may pass."""
+    exe = _host_harness(tmp_path, PREFILTER_HARNESS.replace("@B@", str(bits)), f"p{bits}")
+    subprocess.run([str(exe), str(tmp_path / "out.bin")], check=True, timeout=60)
+    thr = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.uint32).view(np.float32)
+    nb = 1 << bits
+    assert thr.size == nb
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    h = halves[np.isfinite(halves)]
+    hs = np.sort(h)
+    mids = ((hs[1:].astype(np.float64) + hs[:-1]) / 2).astype(np.float32)
+    base = np.concatenate([h, mids, np.float32([np.inf, -np.inf, 65520.0, -65520.0, 1e-30, -1e-30, 0.0, -0.0])])
+    ub = base.view(np.uint32)
+    rng = np.random.default_rng(3)
+    xs = np.concatenate([ub, ub + 1, ub - 1, rng.integers(0, 2**32, 200000, dtype=np.uint64).astype(np.uint32),
+                         rng.standard_normal(100000).astype(np.float32).view(np.uint32)])
+    xs = xs[(xs & 0x7FFFFFFF) <= 0x7F800000].view(np.float32)   # NaN passes every compare-based skip
+    bins = (ref.key16(xs) >> (16 - bits)).astype(np.int64)
+    lo = np.full(nb, np.inf, np.float32)
+    np.minimum.at(lo, bins, xs)
+    lo_ge = np.minimum.accumulate(lo[::-1])[::-1]            # smallest value of bin >= t
+    hi = np.full(nb, -np.inf, np.float32)
+    np.maximum.at(hi, bins, xs)
+    hi_le = np.maximum.accumulate(hi)                        # largest value of bin <= t
+    for t in range(nb):
+        if np.isnan(thr[t]):
+            assert t == 0 or lo_ge[t] == np.inf or lo_ge[t] <= -65504, f"t={t}: NaN threshold"
+            continue
+        assert lo_ge[t] > thr[t], f"bits={bits} t={t}: {lo_ge[t]} of bin >= t is skipped (thr {thr[t]})"
+        if t >= 2:
+            assert hi_le[t - 2] <= thr[t], f"bits={bits} t={t}: {hi_le[t - 2]} two bins below passes"
+
+
 def _nvrtc_lib():
     """NVRTC from the nvidia-cuda-nvrtc wheel (a test extra), or None."""
     import ctypes
