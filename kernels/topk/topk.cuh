@@ -1991,12 +1991,11 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
 }
 #endif
 
-// The register path keeps R float4 per thread live across both cluster barriers: its build asks
-// ptxas for two blocks per SM up to 512 threads (at 512, R = 8: 64 registers, no spills, since
-// the emission skips values below bin t with one compare), one at 1024 threads; the other builds
-// keep the default bound.
+// The register path keeps R float4 per thread live across both cluster barriers: its build lets
+// ptxas take up to the registers of one block per SM (at 512 threads, R = 8: 85 instead of 64
+// registers with spills); the other builds keep the default bound.
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-#define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS, TOPK_THREADS <= 512 ? 2 : 1)
+#define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS, 1)
 #else
 #define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS)
 #endif
