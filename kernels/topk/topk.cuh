@@ -1992,8 +1992,10 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
 #endif
 
 // The register path keeps R float4 per thread live across both cluster barriers: its build lets
-// ptxas take up to the registers of one block per SM (at 512 threads, R = 8: 85 instead of 64
-// registers with spills); the other builds keep the default bound.
+// ptxas take up to the registers of one block per SM (76 at 512 threads, R = 8); the other
+// builds keep the default bound. Two blocks per SM (64 registers at 512, no spills) put
+// (16,128K) on the register path, but it was no faster there than the sampled path (22.4-22.7
+// against 22.0-22.2 us on the H200, results/sm_90/topk_v13/).
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
 #define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS, 1)
 #else
