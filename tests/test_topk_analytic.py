@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from clihelp import assert_user_error, tune, tune_json
+from clihelp import assert_user_error, check_user_error, run_main, tune, tune_json
 from occtune.kernels.topk.capacity import measured_capacity, uniform_capacity
 
 K = 1024
@@ -152,6 +152,27 @@ def test_no_winner_when_nothing_covers(tmp_path):
     r = tune("topk", "--target", "gfx942", "--budgets", "8K", "--out", tmp_path, "--json", env=NO_COMPILERS)
     assert_user_error(r, "8 KiB excluded: does not cover the required context", "nothing written")
     assert json.loads(r.stdout)["winner"] is None and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("failing", [None, 40 * K], ids=["every-budget", "one-budget"])
+@pytest.mark.parametrize("as_json", [(), ("--json",)], ids=["table", "json"])
+def test_failed_compile_is_one_error_line_and_nothing_written(tmp_path, capsys, monkeypatch, failing, as_json):
+    """A compile that failed (clang crashed or timed out: fuzzing found a traceback when every
+    budget did) leaves no whole verdict: exit 2, one error line naming the budgets, no file."""
+    from occtune import compiled
+    from occtune.engine.family import Resources
+
+    def probe(source, kernel, macros, target, *, threads, name):
+        if failing in (None, macros["SGL_TOPK_DYNAMIC_SMEM_BYTES"]):
+            raise compiled.CompileError(f"clang-19 took over 600 s: -x hip --cuda-device-only --offload-arch={target}")
+        return Resources(threads=threads, static_lds=6144, vgprs=64, agprs=0, sgprs=32, source="compiled: stub")
+
+    monkeypatch.setattr(compiled, "hip_resources", probe)
+    out = tmp_path / "out"
+    code, stdout, err = run_main(capsys, "topk", "--target", "gfx942", "--bits", "12", "--out", out, *as_json)
+    budgets = "32 KiB, 40 KiB, 48 KiB, 128 KiB" if failing is None else "no resources for 40 KiB ("
+    check_user_error((code, stdout, err), budgets, "clang-19 took over 600 s", "nothing written")
+    assert stdout == "" and not out.exists()
 
 
 def test_bad_input(tmp_path):

@@ -159,11 +159,24 @@ def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
                                 "the first run)") if not quiet else nullcontext():
             with ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
                 list(pool.map(lambda c: _compiled_or_none(fam, c, target), configs))
-    return sweep, analytic_sweep(fam, target, configs)
+    result = analytic_sweep(fam, target, configs)
+    _require_every_budget(result, target)
+    return sweep, result
+
+
+def _require_every_budget(result, target) -> None:
+    """The verdict compares every budget: one the sweep skipped (its compile failed: clang or
+    nvcc refused, crashed or timed out) leaves no whole answer, so one error line, nothing written."""
+    if not result.skipped:
+        return
+    budgets = ", ".join(f"{s['config']['lds_budget'] // 1024} KiB" for s in result.skipped)
+    reason = (result.skipped[0]["reason"].splitlines() or ["no reason given"])[0]
+    raise UserError(f"tune topk --target {target.name}: no resources for {budgets} ({reason}); "
+                    "nothing written (a compile that failed is not cached: run it again)")
 
 
 def _compiled_or_none(fam, config, target):
-    """Warm the compile cache; a config the compiler refuses becomes a skipped row of the sweep."""
+    """Warm the compile cache; a config the compiler refuses is skipped by the sweep (an error)."""
     from occtune.errors import CompileError
 
     try:
