@@ -93,6 +93,24 @@ def provenance(torch):
             "torch": p["torch"], "python": p["python"], "git": p["git_revision"] or "unknown", "date": p["date"]}
 
 
+def parse_lists(a) -> dict:
+    """The comma-separated options as lists (a UserError names the option and the bad item)."""
+    from occtune.errors import UserError
+    from occtune.units import parse_int_list, parse_size_list
+
+    def shape(text):
+        b, x, n = text.strip().partition("x")
+        if not (x and b.isdigit() and n.isdigit() and int(b) > 0 and int(n) > 0):
+            raise UserError(f"--shapes: {text!r} is not BxL; write e.g. 64x131072,256x1048576")
+        return int(b), int(n)
+
+    return {"shapes": [shape(t) for t in a.shapes.split(",") if t.strip()] or SHAPES,
+            "budgets": parse_size_list(a.budgets, "--budgets"),
+            "bits": parse_int_list(a.bits, "--bits"), "threads": parse_int_list(a.threads, "--threads"),
+            "splits": parse_int_list(a.splits, "--splits") if a.splits.strip() else [],
+            "clusters": parse_int_list(a.clusters, "--clusters") if a.clusters.strip() else []}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="radix top-k benchmark")
     ap.add_argument("--out", default="results/topk_bench.csv")
@@ -118,6 +136,13 @@ def main(argv=None) -> int:
     ap.add_argument("--serve-calls", type=int, default=1000,
                     help="back-to-back calls of the serving-loop timing (host_us, serve_us)")
     a = ap.parse_args(argv)
+    from occtune.errors import UserError
+
+    try:
+        lists = parse_lists(a)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     import numpy as np
     import torch
@@ -125,21 +150,17 @@ def main(argv=None) -> int:
     from occtune.kernels import topk as tk
     from occtune.kernels.topk import reference as ref
     from occtune.fsutil import atomic_write_text
-    from occtune.units import parse_size_list
 
     if not torch.cuda.is_available():
         print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
         return 2
-    shapes = SHAPES if not a.shapes else [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
-    budgets = parse_size_list(a.budgets, "budgets")
+    shapes, budgets = lists["shapes"], lists["budgets"]
     prov = provenance(torch)
     bw = copy_bandwidth(torch)
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
           f"{bw / 1e12:.2f} TB/s (read+write); kernel time: engine timer (L2 flushed); serving loop: "
           f"{a.serve_calls} back-to-back calls", flush=True)
-    bits_list = [int(v) for v in str(a.bits).split(",") if v.strip()]
-    threads_list = [int(v) for v in str(a.threads).split(",") if v.strip()]
-    configs = [(b, nb, nt) for nt in threads_list for nb in bits_list for b in budgets]
+    configs = [(b, nb, nt) for nt in lists["threads"] for nb in lists["bits"] for b in budgets]
     kernels = {c: tk.build(c[0], c[2], c[1]) for c in configs}
     # comparison runs for the first 12-bit config, on long rows only
     base = next((c for c in configs if c[1] == 12), configs[0])
@@ -163,8 +184,8 @@ def main(argv=None) -> int:
                 runs.append((c, 0, None, "one block"))          # one block per row
                 runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
                 runs.append((c, None, None, "sampled cluster"))  # the plan without the register path
-                runs += [(c, int(v), False, "forced split") for v in a.splits.split(",") if v.strip()]
-                runs += [(c, int(v), True, "forced cluster") for v in a.clusters.split(",") if v.strip()]
+                runs += [(c, v, False, "forced split") for v in lists["splits"]]
+                runs += [(c, v, True, "forced cluster") for v in lists["clusters"]]
         seen = set()
         for cfg, split, cluster, run in runs:
             bud, nbits, nthr = cfg

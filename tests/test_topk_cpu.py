@@ -853,3 +853,26 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
     tk.topk(torch.zeros(B, 131072), 2048, kernel=main)
     assert sorted(s for s in built if s[0]) == built_sizes
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--clusters", "8,x"], "--clusters: 'x'"), (["--splits", "0"], "--splits: '0'"),
+    (["--shapes", "64x"], "--shapes: '64x'"), (["--budgets", "4Q"], "--budgets: cannot read '4Q'"),
+    (["--threads", "512,-1"], "--threads: '-1'")])
+def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
+    """benchmarks/bench_topk.py reads its list options before it needs a GPU: a bad item is one
+    line naming the option, exit 2 (it was a ValueError traceback for --splits and --clusters)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_topk.py"
+    spec = importlib.util.spec_from_file_location("bench_topk", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {says}"), err
+    a = bench.argparse.Namespace(shapes="8x131072, 1x8192", budgets="32K", bits="12", threads="512",
+                                 splits="", clusters="8,16")
+    assert bench.parse_lists(a) == {"shapes": [(8, 131072), (1, 8192)], "budgets": [32768], "bits": [12],
+                                    "threads": [512], "splits": [], "clusters": [8, 16]}
