@@ -254,14 +254,16 @@ TOPK_HD static inline float topk_half_float(topk_u32 h) {
 // A float thr with !(x <= thr) for every x of coarse bin >= t (NaN passes: no compare holds),
 // so one compare skips most values before their bin is computed. thr is the fp16 value just
 // below bin t's first one: a float that rounds (to nearest) into bin t or above lies above it.
-// Both zeros compare equal, so a zero becomes the largest negative float; t = 0 or an fp16 NaN
-// pattern gives NaN (every value passes). Values that pass still take the exact bin test.
+// Both zeros compare equal, so a zero becomes -FLT_MIN (a normal number, so the compare holds
+// under flush-to-zero too; the values between it and -0 lie below bin t and pass as extras);
+// t = 0 or an fp16 NaN pattern gives NaN (every value passes). Values that pass still take the
+// exact bin test.
 TOPK_HD static inline float topk_bin_prefilter(int t) {
   const int k = (t << (16 - TOPK_COARSE_BITS)) - 1;   // the key16 just below bin t
   if (k < 0) return topk_float(0x7FC00000u);
   const topk_u32 h = (k & 0x8000) ? ((topk_u32)k & 0x7FFFu) : (~(topk_u32)k & 0xFFFFu);
   const float f = topk_half_float(h);
-  return f == 0.0f ? topk_float(0x80000001u) : f;
+  return f == 0.0f ? topk_float(0x80800000u) : f;
 }
 
 // ---------------------------------------------------------------------------------------------
