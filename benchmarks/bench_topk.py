@@ -94,8 +94,10 @@ def provenance(torch):
 
 
 def parse_lists(a) -> dict:
-    """The comma-separated options as lists (a UserError names the option and the bad item)."""
+    """The comma-separated options as lists, each config checked by the kernel's own rules (a
+    UserError names the option and the bad item)."""
     from occtune.errors import UserError
+    from occtune.kernels import topk as tk
     from occtune.units import parse_int_list, parse_size_list
 
     def shape(text):
@@ -104,11 +106,22 @@ def parse_lists(a) -> dict:
             raise UserError(f"--shapes: {text!r} is not BxL; write e.g. 64x131072,256x1048576")
         return int(b), int(n)
 
-    return {"shapes": [shape(t) for t in a.shapes.split(",") if t.strip()] or SHAPES,
-            "budgets": parse_size_list(a.budgets, "--budgets"),
-            "bits": parse_int_list(a.bits, "--bits"), "threads": parse_int_list(a.threads, "--threads"),
-            "splits": parse_int_list(a.splits, "--splits") if a.splits.strip() else [],
-            "clusters": parse_int_list(a.clusters, "--clusters") if a.clusters.strip() else []}
+    shapes = [shape(t) for t in a.shapes.split(",") if t.strip()]
+    if a.shapes and not shapes:
+        raise UserError(f"--shapes: {a.shapes!r} names no shape; write e.g. 64x131072,256x1048576")
+    out = {"shapes": shapes or SHAPES,
+           "budgets": parse_size_list(a.budgets, "--budgets"),
+           "bits": parse_int_list(a.bits, "--bits"), "threads": parse_int_list(a.threads, "--threads"),
+           "splits": parse_int_list(a.splits, "--splits") if a.splits.strip() else [],
+           "clusters": parse_int_list(a.clusters, "--clusters") if a.clusters.strip() else []}
+    for b in out["budgets"]:
+        for t in out["threads"]:
+            for nb in out["bits"]:
+                tk.defines(b, t, nb)                      # the kernel's rules, as the CLI checks them
+    bad = [c for c in out["clusters"] if not 2 <= c <= tk.MAX_CLUSTER]
+    if bad:
+        raise UserError(f"--clusters: {bad[0]} is not a cluster size; write sizes from 2 to {tk.MAX_CLUSTER}")
+    return out
 
 
 def main(argv=None) -> int:
