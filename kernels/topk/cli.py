@@ -169,10 +169,13 @@ def _require_every_budget(result, target) -> None:
     nvcc refused, crashed or timed out) leaves no whole answer, so one error line, nothing written."""
     if not result.skipped:
         return
-    budgets = ", ".join(f"{s['config']['lds_budget'] // 1024} KiB" for s in result.skipped)
+    from occtune.units import format_size
+
+    budgets = ", ".join(format_size(s["config"]["lds_budget"]) for s in result.skipped)
     reason = (result.skipped[0]["reason"].splitlines() or ["no reason given"])[0]
     raise UserError(f"tune topk --target {target.name}: no resources for {budgets} ({reason}); "
-                    "nothing written (a compile that failed is not cached: run it again)")
+                    "nothing written (failed compiles are not cached: if the compiler crashed or "
+                    "timed out, run it again)")
 
 
 def _compiled_or_none(fam, config, target):
