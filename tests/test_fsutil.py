@@ -1,6 +1,7 @@
 """Atomic writes: the file modes an ordinary open() gives, no temporary file left behind."""
 
 import os
+import tempfile
 import stat
 
 import pytest
@@ -42,6 +43,21 @@ def test_no_temporary_file_left_on_failure(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         atomic_write_text(tmp_path / "x.yaml", "new\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["mkstemp", "replace"])
+def test_interrupted_write_leaves_no_folder_it_made(tmp_path, monkeypatch, where):
+    """Ctrl-C between making the results folder and the rename left an empty folder behind (CI
+    caught it in test_ctrl_c_early_in_a_real_run); folders that were there stay."""
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile if where == "mkstemp" else os, where, interrupted)
+    (tmp_path / "kept").mkdir()
+    for target in (tmp_path / "out" / "gfx950" / "topk.yaml", tmp_path / "kept" / "topk.yaml"):
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_text(target, "new\n")
+    assert [p.name for p in tmp_path.rglob("*")] == ["kept"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

@@ -37,15 +37,14 @@ def _stop_if_interrupted() -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename. A
+    failed or interrupted write leaves nothing: no temporary file, no folder it made."""
     path = Path(path)
     _stop_if_interrupted()
+    made, tmp = [], None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folders(path.parent, made)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
-    try:
         os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -54,15 +53,30 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         _stop_if_interrupted()
         os.replace(tmp, path)
         replay.note_written(path, text)
-    except BaseException as e:    # Ctrl-C included: never leave the temporary file behind
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException as e:    # Ctrl-C included
+        _undo(tmp, made)
         if isinstance(e, OSError):
             raise UserError(f"cannot write {path}: {e.strerror or e}; choose a writable location (--out)") from None
         raise
     return path
+
+
+def _make_folders(folder: Path, made: list) -> None:
+    """Create ``folder`` and its missing parents, each listed in ``made`` before it is made (so an
+    interrupt between the two still leaves it listed for :func:`_undo`)."""
+    missing = [d for d in (folder, *folder.parents) if not d.exists()]
+    for d in reversed(missing):
+        made.append(d)
+        d.mkdir(exist_ok=True)
+
+
+def _undo(tmp, made: list) -> None:
+    """Remove the temporary file and the folders this write made, deepest first, where empty."""
+    for p, remove in ([(tmp, os.unlink)] if tmp else []) + [(d, os.rmdir) for d in reversed(made)]:
+        try:
+            remove(p)
+        except OSError:
+            pass
 
 
 def current_umask() -> int:
