@@ -64,7 +64,10 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def _make_folders(folder: Path, made: list) -> None:
     """Create ``folder`` and its missing parents, each listed in ``made`` before it is made (so an
     interrupt between the two still leaves it listed for :func:`_undo`)."""
-    missing = [d for d in (folder, *folder.parents) if not d.exists()]
+    missing = []
+    while not folder.exists():         # up to the first folder that is there
+        missing.append(folder)
+        folder = folder.parent
     for d in reversed(missing):
         made.append(d)
         d.mkdir(exist_ok=True)
