@@ -7,8 +7,9 @@ through a page table or ragged offsets. See ``topk.cuh`` for the algorithm and t
 Serving: a call's host work after the first call of a shape is an output allocation, a pointer
 check and the driver-API launches, in one C call (``LaunchPlan``; ``kernel.launcher`` says whether
 occtune's native launcher, cuda-python/hip-python or torch's slower launcher is used). The
-recommended serving mode is a CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see ``op.py``) once after a warm-up
-call, copy each step's scores (and lengths) into the captured tensors and replay the graph.
+recommended serving mode is a CUDA graph: capture ``topk`` (or ``torch.ops.occtune.topk``, see
+``op.py``) once after a warm-up call, copy each step's scores (and lengths) into the captured
+tensors and replay the graph.
 """
 
 from __future__ import annotations
@@ -364,12 +365,14 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     grid, block, shared memory, packed arguments); later calls allocate the output (torch's
     caching allocator), re-pack pointers only if one changed, and launch through the driver API
     (``kernel.launcher``: "native", occtune's C launcher, all launches in one call; else
-    "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's current stream. A later call without lengths, row starts or a table, whose scores' dtype,
-    device, shape and strides, k and options match an earlier one in this thread, also skips the
-    argument checks and the tuned-config lookup (``clear_plans`` forgets them). A call makes no host synchronisation and no allocation outside torch's
-    allocator, so it can be captured in a CUDA graph (torch.cuda.graph) and replayed on new
-    inputs copied into the captured tensors: the recommended serving mode (make one eager call
-    first, outside the capture, so that compilation and the plan happen there). Not capturable:
+    "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's current stream. A later
+    call without lengths, row starts or a table, whose scores' dtype, device, shape and strides, k
+    and options match an earlier one in this thread, also skips the argument checks and the
+    tuned-config lookup (``clear_plans`` forgets them). A call makes no host synchronisation and
+    no allocation outside torch's allocator, so it can be captured in a CUDA graph
+    (torch.cuda.graph) and replayed on new inputs copied into the captured tensors: the
+    recommended serving mode (make one eager call first, outside the capture, so that
+    compilation and the plan happen there). Not capturable:
     ``return_diagnostics=True`` (it reads the overflow count back); use "lazy".
 
     ``lds_budget``/``threads``/``bits``
