@@ -15,7 +15,9 @@ and the split kernel with its global list), two timings of the same call:
   host_us = the host's wall time per call of the loop (issue 17's host cost);
 and the same two for torch.topk(sorted=False). Also GB/s of the input read, % of the read floor
 (floor = B*L*4 bytes / copy bandwidth, measured here with a large device-to-device copy; copy
-bandwidth counts bytes read + written). Every config's output is verified (tie-aware) on a few
+bandwidth counts bytes read + written) and the read-once probe (read1 us: the fastest kernel
+measured that only reads the input once, on the same timer, launch included; read_probe.py).
+Every config's output is verified (tie-aware) on a few
 rows before it is timed. Writes a CSV with provenance and prints a table, a summary of the
 issue's targets, a plan check (on each shape, each config's default path against the best
 path measured for it: the launcher's plan should never be more than 1.5x off) and an overflow
@@ -93,6 +95,22 @@ def provenance(torch):
             "torch": p["torch"], "python": p["python"], "git": p["git_revision"] or "unknown", "date": p["date"]}
 
 
+def parse_shapes(text: str) -> list:
+    """``64x131072,256x1048576`` as [(64, 131072), (256, 1048576)] (a UserError names a bad item)."""
+    from occtune.errors import UserError
+
+    def shape(item):
+        b, x, n = item.strip().partition("x")
+        if not (x and b.isdigit() and n.isdigit() and int(b) > 0 and int(n) > 0):
+            raise UserError(f"--shapes: {item!r} is not BxL; write e.g. 64x131072,256x1048576")
+        return int(b), int(n)
+
+    shapes = [shape(t) for t in text.split(",") if t.strip()]
+    if not shapes:
+        raise UserError(f"--shapes: {text!r} names no shape; write e.g. 64x131072,256x1048576")
+    return shapes
+
+
 def parse_lists(a) -> dict:
     """The comma-separated options as lists, each config checked by the kernel's own rules (a
     UserError names the option and the bad item)."""
@@ -100,16 +118,7 @@ def parse_lists(a) -> dict:
     from occtune.kernels import topk as tk
     from occtune.units import parse_int_list, parse_size_list
 
-    def shape(text):
-        b, x, n = text.strip().partition("x")
-        if not (x and b.isdigit() and n.isdigit() and int(b) > 0 and int(n) > 0):
-            raise UserError(f"--shapes: {text!r} is not BxL; write e.g. 64x131072,256x1048576")
-        return int(b), int(n)
-
-    shapes = [shape(t) for t in a.shapes.split(",") if t.strip()]
-    if a.shapes and not shapes:
-        raise UserError(f"--shapes: {a.shapes!r} names no shape; write e.g. 64x131072,256x1048576")
-    out = {"shapes": shapes or SHAPES,
+    out = {"shapes": parse_shapes(a.shapes) if a.shapes else SHAPES,
            "budgets": parse_size_list(a.budgets, "--budgets"),
            "bits": parse_int_list(a.bits, "--bits"), "threads": parse_int_list(a.threads, "--threads"),
            "splits": parse_int_list(a.splits, "--splits") if a.splits.strip() else [],
@@ -163,6 +172,7 @@ def main(argv=None) -> int:
     from occtune.kernels import topk as tk
     from occtune.kernels.topk import reference as ref
     from occtune.fsutil import atomic_write_text
+    from read_probe import read_once_us
 
     if not torch.cuda.is_available():
         print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
@@ -177,7 +187,7 @@ def main(argv=None) -> int:
     kernels = {c: tk.build(c[0], c[2], c[1]) for c in configs}
     # comparison runs for the first 12-bit config, on long rows only
     base = next((c for c in configs if c[1] == 12), configs[0])
-    rows = []
+    rows, probe = [], {}
     gen = torch.Generator(device="cuda")
     for (B, L), dist in ((shape, d) for shape in shapes for d in a.dist.split(",") if d.strip()):
         gen.manual_seed(B * 7 + L)
@@ -187,6 +197,10 @@ def main(argv=None) -> int:
             s_np, _ = ref.make_case(dist, B, L, a.k, seed=1)
             x = torch.from_numpy(s_np).cuda()
         floor_us = B * L * 4 / bw * 1e6
+        if (B, L) not in probe:
+            probe[(B, L)] = read_once_us(x, a.reps)
+            print(f"({B}, {L}): read-once probe {probe[(B, L)][0]:.1f} us ({probe[(B, L)][1]})", flush=True)
+        probe_us = probe[(B, L)][0]
         ref_fn = lambda: torch.topk(x, a.k, dim=-1, sorted=False)        # noqa: E731
         t_ref, iqr_ref, _ = kernel_time(ref_fn, a.reps)
         ref_host, ref_serve = serving_loop(torch, ref_fn, a.serve_calls)
@@ -220,6 +234,8 @@ def main(argv=None) -> int:
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
                          "floor_us": round(floor_us, 2), "x_floor": round(med / floor_us, 2),
                          "pct_of_floor_speed": round(100 * floor_us / med, 1),
+                         "read_once_us": round(probe_us, 2), "x_read_once": round(med / probe_us, 2),
+                         "read_once_probe": probe[(B, L)][1],
                          "torch_us": round(t_ref, 2), "torch_iqr_us": round(iqr_ref, 2),
                          "speedup_vs_torch": round(t_ref / med, 2), "serve_us": round(serve_us, 2),
                          "host_us": round(host_us, 2), "torch_serve_us": round(ref_serve, 2),
@@ -267,13 +283,14 @@ def summary(rows):
         key = (r["B"], r["L"])
         if key not in best or r["median_us"] < best[key]["median_us"]:
             best[key] = r
-    print("\nsummary (best config per shape; serve/host: the serving loop, per call)")
+    print("\nsummary (best config per shape; read1: the read-once probe; serve/host: the serving loop, "
+          "per call)")
     print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} "
-          f"{'serve us':>9} {'host us':>8} {'torch us':>9} {'t.serve':>8} {'t.host':>7} {'speedup':>8}")
+          f"{'read1 us':>8} {'serve us':>9} {'host us':>8} {'torch us':>9} {'t.serve':>8} {'t.host':>7} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
         sp = f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
         print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} "
-              f"{r['x_floor']:8.2f} {r['serve_us']:9.1f} {r['host_us']:8.1f} {r['torch_us']:9.1f} "
+              f"{r['x_floor']:8.2f} {r['read_once_us']:8.1f} {r['serve_us']:9.1f} {r['host_us']:8.1f} {r['torch_us']:9.1f} "
               f"{r['torch_serve_us']:8.1f} {r['torch_host_us']:7.1f} {r['speedup_vs_torch']:7.2f}x")
     print("\ntargets (issue 4): >= 5x torch at (64,128K) and (256,1M); <= 2x floor at B=256, L>=128K")
     for (B, L), goal in (((64, 131072), "speedup"), ((256, 1 << 20), "speedup")):

@@ -878,3 +878,47 @@ def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
                                  splits="", clusters="8,16")
     assert bench.parse_lists(a) == {"shapes": [(8, 131072), (1, 8192)], "budgets": [32768], "bits": [12],
                                     "threads": [512], "splits": [], "clusters": [8, 16]}
+
+
+def _bench_module(name):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(folder))
+    return mod
+
+
+def test_read_probe_reads_every_value(monkeypatch):
+    """The read-once probe (benchmarks/read_probe.py) is a floor only if it reads every value: a
+    chunk's max sits at its last value (the last chunk is short), and each probe must find it."""
+    import torch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    probe = _bench_module("read_probe")
+    x = torch.rand(3, 10000)
+    flat = x.reshape(-1)
+    n = flat.numel()
+    for c in probe.CHUNKS:
+        ends = [min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
+        y = flat.clone()
+        y[ends] = 2.0 + torch.arange(len(ends), dtype=torch.float32)
+        assert probe.chunk_max(y, c).tolist() == [2.0 + i for i in range(len(ends))], c
+    assert all(check() for _, _, check in probe.probes(x))
+
+
+def test_read_probe_refuses_a_probe_that_disagrees(monkeypatch):
+    """A probe whose result differs from torch's is an error, not a time."""
+    import torch
+
+    probe = _bench_module("read_probe")
+    monkeypatch.setattr(probe, "probes", lambda x: [("bad", lambda: None, lambda: False)])
+    with pytest.raises(RuntimeError, match="read probe 'bad' disagrees"):
+        probe.read_once_us(torch.zeros(1, 8))
