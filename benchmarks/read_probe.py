@@ -22,8 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CHUNKS = (4096, 16384, 65536)   # values per program of the Triton probe
-BLOCK = 4096                    # values per program step
+# (values per program, values per program step, warps) of the Triton probe: 16 to 64 values per
+# thread in flight, 4K to 32K values per program
+CONFIGS = ((4096, 4096, 8), (8192, 8192, 8), (16384, 16384, 8), (16384, 8192, 4), (32768, 8192, 8))
 
 
 def _kernel():
@@ -45,9 +46,10 @@ def _kernel():
 _KERNEL = []
 
 
-def chunk_max(x, chunk: int):
+def chunk_max(x, chunk: int, block: int = 4096, warps: int = 8):
     """The max of every ``chunk`` consecutive values of the flat, contiguous float32 ``x`` (the
-    last chunk may be short): one Triton program per chunk, each reading its values once."""
+    last chunk may be short): one Triton program per chunk, each reading its values once,
+    ``block`` at a time."""
     import torch
     import triton
 
@@ -55,7 +57,7 @@ def chunk_max(x, chunk: int):
         _KERNEL.append(_kernel())
     n = x.numel()
     out = torch.empty(triton.cdiv(n, chunk), dtype=torch.float32, device=x.device)
-    _KERNEL[0][(out.numel(),)](x, out, n, CHUNK=chunk, BLOCK=min(BLOCK, chunk), num_warps=8)
+    _KERNEL[0][(out.numel(),)](x, out, n, CHUNK=chunk, BLOCK=min(block, chunk), num_warps=warps)
     return out
 
 
@@ -66,12 +68,12 @@ def probes(x):
 
     flat = x.reshape(-1)
     out = []
-    for c in CHUNKS:
-        def check(c=c):
-            pad = (-flat.numel()) % c
-            want = torch.nn.functional.pad(flat, (0, pad), value=float("-inf")).view(-1, c).amax(1)
-            return bool(torch.equal(chunk_max(flat, c), want))
-        out.append((f"triton chunk max {c}", lambda c=c: chunk_max(flat, c), check))
+    for cfg in CONFIGS:
+        def check(cfg=cfg):
+            pad = (-flat.numel()) % cfg[0]
+            want = torch.nn.functional.pad(flat, (0, pad), value=float("-inf")).view(-1, cfg[0]).amax(1)
+            return bool(torch.equal(chunk_max(flat, *cfg), want))
+        out.append(("triton chunk max %d/%d/%dw" % cfg, lambda cfg=cfg: chunk_max(flat, *cfg), check))
     out.append(("torch.amax(dim=-1)", lambda: x.amax(dim=-1),
                 lambda: bool(torch.equal(x.amax(dim=-1), x.max(dim=-1).values))))
     return out
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
     for B, L in shapes:
         x = torch.randn(B, L, device="cuda")
         us, name = read_once_us(x, a.reps)
-        print(f"({B}, {L}): {us:7.2f} us  {B * L * 4 / us / 1e6:7.1f} GB/s  ({name})", flush=True)
+        print(f"({B}, {L}): {us:7.2f} us  {B * L * 4 / us / 1e3:7.1f} GB/s  ({name})", flush=True)
         del x
     return 0
 

@@ -906,11 +906,11 @@ def test_read_probe_reads_every_value(monkeypatch):
     x = torch.rand(3, 10000)
     flat = x.reshape(-1)
     n = flat.numel()
-    for c in probe.CHUNKS:
+    for c, block, warps in probe.CONFIGS:
         ends = [min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
         y = flat.clone()
         y[ends] = 2.0 + torch.arange(len(ends), dtype=torch.float32)
-        assert probe.chunk_max(y, c).tolist() == [2.0 + i for i in range(len(ends))], c
+        assert probe.chunk_max(y, c, block, warps).tolist() == [2.0 + i for i in range(len(ends))], c
     assert all(check() for _, _, check in probe.probes(x))
 
 
