@@ -79,18 +79,22 @@ def probes(x):
     return out
 
 
-def read_once_us(x, reps: int = 25):
-    """(us, name): the fastest correct probe's median on the engine's timer (L2 flushed)."""
+def probe_times(x, reps: int = 25) -> list:
+    """[(us, name)] of every probe: its median on the engine's timer (L2 flushed), each checked
+    against torch first."""
     from occtune.engine.bench import measure
 
-    best = None
+    out = []
     for name, call, check in probes(x):
         if not check():
             raise RuntimeError(f"read probe {name!r} disagrees with torch; not timed")
-        med = measure(call, reps=reps, flush_l2=True).median_us
-        if best is None or med < best[0]:
-            best = (med, name)
-    return best
+        out.append((measure(call, reps=reps, flush_l2=True).median_us, name))
+    return out
+
+
+def read_once_us(x, reps: int = 25):
+    """(us, name): the fastest probe."""
+    return min(probe_times(x, reps))
 
 
 def main(argv=None) -> int:
@@ -115,8 +119,10 @@ def main(argv=None) -> int:
           f"(L2 flushed), median of {a.reps}")
     for B, L in shapes:
         x = torch.randn(B, L, device="cuda")
-        us, name = read_once_us(x, a.reps)
-        print(f"({B}, {L}): {us:7.2f} us  {B * L * 4 / us / 1e3:7.1f} GB/s  ({name})", flush=True)
+        times = probe_times(x, a.reps)
+        us, name = min(times)
+        print(f"({B}, {L}): {us:7.2f} us  {B * L * 4 / us / 1e3:7.1f} GB/s  ({name}); all: "
+              + ", ".join(f"{t:.2f}" for t, _ in times), flush=True)
         del x
     return 0
 
