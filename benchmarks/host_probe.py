@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Host cost of one top-k call (GPU machine): microseconds of host time per call, measured as the
 wall time of N back-to-back calls without synchronisation (issue 17), for ours (the launcher's
-serving path), ours through torch's launcher (the fallback), the op (torch.ops.occtune.topk), a
-CUDA graph replay of one call, and torch.topk; plus the pieces of our call (one bare driver
-launch of the packed arguments, one output allocation).
+serving path; also into the caller's own output buffer, out=), ours through torch's launcher
+(the fallback), the op (torch.ops.occtune.topk), a CUDA graph replay of one call, and
+torch.topk; plus the pieces of our call (one bare driver launch of the packed arguments, one
+output allocation).
 
     python3 benchmarks/host_probe.py                      # (1, 8K) and (64, 8K), 1000 calls
     python3 benchmarks/host_probe.py --shapes 1x8192,8x131072,1x1048576 --profile
@@ -57,7 +58,9 @@ def probe_shape(torch, tk, kern, B, L, k, n, config):
     pack = rtc.ArgPack(pack.template)            # its own copy, bound to tensors that stay alive
     pack.bind(tuple(t.data_ptr() for t in tensors))
     g = graph_of(torch, lambda: tk.topk(x, k, kernel=kern))
+    own = torch.empty((B, k), **i32)
     rows = [("ours", lambda: tk.topk(x, k, kernel=kern)),
+            ("ours, out= (own buffer)", lambda: tk.topk(x, k, kernel=kern, out=own)),
             ("ours, torch launcher", lambda: tk.topk(x, k, kernel=slow)),
             ("torch.ops.occtune.topk", lambda: torch.ops.occtune.topk(x, k, **config)),
             ("ours, CUDA graph replay", g.replay),

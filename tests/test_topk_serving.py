@@ -256,6 +256,50 @@ def test_every_launch_binds_this_calls_pointers(fake_gpu):
     assert len({o.data_ptr() for o in outs}) == 3
 
 
+def test_out_is_the_buffer_the_kernel_writes(fake_gpu):
+    """``out=``: the call packs the caller's buffer (no allocation) and returns it, diagnostics too."""
+    main = _main()
+    x = torch.zeros(4, 8192)
+    out = torch.empty(4, K, dtype=torch.int32)
+    assert tk.topk(x, K, kernel=main, out=out) is out
+    plan = tk.plan_for(x, K, kernel=main)
+    (*_, params), = _decoded(fake_gpu, plan)
+    assert params[0] == x.data_ptr() and params[8] == out.data_ptr()
+    got, diag = tk.topk(x, K, kernel=main, out=out, return_diagnostics="lazy")
+    assert got is out and _decoded(fake_gpu, plan)[0][-1][8] == out.data_ptr()
+
+
+@pytest.mark.parametrize("bad, says", [
+    (lambda: torch.empty(4, K, dtype=torch.int64), r"contiguous int32 tensor of shape \[4, 2048\] on cpu"),
+    (lambda: torch.empty(4, K + 1, dtype=torch.int32), r"shape \[4, 2048\]"),
+    (lambda: torch.empty(K, 4, dtype=torch.int32).t(), "contiguous"),
+    (lambda: torch.empty(4, K, dtype=torch.int32, device="meta"), "on cpu"),
+    (lambda: [[0] * K] * 4, "int32 tensor")])
+def test_bad_out_is_one_error_and_nothing_launched(fake_gpu, bad, says):
+    main = _main()
+    x = torch.zeros(4, 8192)
+    tk.topk(x, K, kernel=main)
+    n = len(fake_gpu.launches)
+    with pytest.raises(UserError, match=says):
+        tk.topk(x, K, kernel=main, out=bad())
+    assert len(fake_gpu.launches) == n
+
+
+def test_out_overlapping_the_scores_is_refused(fake_gpu):
+    """Any shared byte, at either end of the rows the kernel reads (row stride included)."""
+    main = _main()
+    base = torch.zeros(50000 + 4 * K)
+    x = base[:40000].view(4, 10000)[:, :8192]               # rows of 8192 at stride 10000
+    end = 3 * 10000 + 8192                                  # one past the last value read
+    n = len(fake_gpu.launches)
+    for start in (0, 5000, end - 4 * K, end - 1):
+        with pytest.raises(UserError, match="must not overlap scores"):
+            tk.topk(x, K, kernel=main, out=base[start:start + 4 * K].view(torch.int32).view(4, K))
+    assert len(fake_gpu.launches) == n
+    after = base[end:end + 4 * K].view(torch.int32).view(4, K)
+    assert tk.topk(x, K, kernel=main, out=after) is after
+
+
 def test_diagnostics_get_their_own_bin_counts(fake_gpu):
     main = _main()
     x = torch.zeros(4, 8192)

@@ -1,6 +1,6 @@
 """GPU tests of the top-k serving path: the driver-API launcher against torch's launcher, fresh
 pointers on every call, CUDA graph capture and exact replay on new inputs (every path: one block
-per row, cluster, split kernel; ragged lengths), and torch.ops.occtune.topk under
+per row, cluster, split kernel; ragged lengths), the caller's own output buffer (out=), and torch.ops.occtune.topk under
 torch.compile(fullgraph=True) and inside a captured graph. Exactness is the tie-aware CPU check.
 
     python3 -m pytest -q tests/gpu/test_topk_serving_gpu.py
@@ -104,6 +104,26 @@ def test_graph_capture_replays_exactly_on_new_inputs(B, L):
         _exact(new, static_out, what=f"replay seed {seed}")
         eager = tk.topk(new, K, kernel=kern)
         _exact(new, eager, what="eager after replay")
+
+
+@pytest.mark.parametrize("B,L", SHAPES)
+def test_out_buffer_is_written_in_place(B, L):
+    """out=: every path writes the caller's buffer (poisoned first), eagerly and in a graph."""
+    kern = _kern()
+    out = torch.full((B, K), -7, dtype=torch.int32, device="cuda")
+    for seed in (41, 42):
+        x = _randn(B, L, seed)
+        assert tk.topk(x, K, kernel=kern, out=out) is out
+        _exact(x, out, what=f"out= seed {seed}")
+    static_x = _randn(B, L, 43)
+    out.fill_(-7)
+    g, got = _capture(lambda: tk.topk(static_x, K, kernel=kern, out=out))
+    assert got is out
+    static_x.copy_(_randn(B, L, 44))
+    out.fill_(-7)
+    g.replay()
+    torch.cuda.synchronize()
+    _exact(static_x, out, what="out= replay")
 
 
 def test_graph_capture_with_ragged_lengths():
