@@ -73,6 +73,27 @@ def phase_table(stamps, ghz):
     return res
 
 
+def block_rows(stamps, ghz, config: dict) -> list:
+    """One dict per profiled block (row) that wrote its timeline: ``config``, its row, SM, start
+    and end on the global timer (ns from the call's first start), and its phases (us, -1: not
+    reached)."""
+    rows = []
+    for i, r in enumerate(stamps):
+        if len(r) < 15 or r[9] < 0:
+            continue
+        start = (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF)
+        end = (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF)
+        prev = max((r[j] for j in (0, 1, 2) if r[j] >= 0), default=0)     # the threshold's start
+        rows.append({**config, "row": i, "sm": r[14], "start": start, "end": end,
+                     **{f"{name}_us": round((r[b] - (prev if a is None else r[a])) / (ghz * 1e3), 3)
+                        if (a is None or r[a] >= 0) and r[b] >= 0 else -1 for name, a, b in PHASES}})
+    t0 = min((b["start"] for b in rows), default=0)
+    for b in rows:
+        b["start"] -= t0
+        b["end"] -= t0
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="top-k phase profile (GPU)")
     ap.add_argument("--shapes", default="1x8192,64x131072,256x131072,256x1048576")
@@ -85,6 +106,9 @@ def main(argv=None) -> int:
                          "the stamps are block 0's, whose thresh/collect include the cluster barriers")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--blocks-csv", default="",
+                    help="also write every profiled block's SM, start and end (global timer, ns from "
+                         "the first start) and phase times (us) of the code-warm run to this CSV")
     ap.add_argument("--define", action="append", default=[],
                     help="extra compile macro NAME=VALUE for both kernels (repeatable), e.g. TOPK_KEEP_UNROLL=4")
     a = ap.parse_args(argv)
@@ -112,6 +136,7 @@ def main(argv=None) -> int:
     base, *_ = kernel_time(tiny.zero_, a.reps)
     print(f"# harness: a one-element fill times {base:.1f} us the same way (launch and event overhead)")
     cols = [p[0] for p in PHASES] + ["kernel_max"]
+    blocks = []
     print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'cl':>2} {'call us':>8} " +
           " ".join(f"{c:>8}" for c in cols), flush=True)
     for shape in a.shapes.split(","):
@@ -140,12 +165,26 @@ def main(argv=None) -> int:
                     print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {diag['split']:3d} {diag['cluster']:2d} "
                           f"{med:8.1f} " + " ".join(f"{ph[c]:8.2f}" for c in cols), flush=True)
                     print(f"{'(same, code warm)':>38} " + " ".join(f"{ph2[c]:8.2f}" for c in cols), flush=True)
+                    blocks += block_rows(st2, ghz, {"B": B, "L": L, "threads": threads, "bits": bits,
+                                                    "split": diag["split"], "cluster": diag["cluster"]})
                     if "span" in ph:
                         print(f"     timeline (global timer): block starts spread {ph['start_spread']:.2f} us, "
                               f"first start to last end {ph['span']:.2f} us, ends spread {ph['end_spread']:.2f} "
                               f"us; {ph['sms']} SMs, at most {ph['max_per_sm']} blocks on one", flush=True)
         del x
         torch.cuda.empty_cache()
+    if a.blocks_csv and blocks:
+        import csv
+        import io
+
+        from occtune.fsutil import atomic_write_text
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(blocks[0]))
+        w.writeheader()
+        w.writerows(blocks)
+        atomic_write_text(a.blocks_csv, buf.getvalue())
+        print(f"wrote {a.blocks_csv} ({len(blocks)} blocks)")
     return 0
 
 
