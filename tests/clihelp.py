@@ -56,3 +56,16 @@ def check_user_error(result, *fragments):
     code, out, err = result
     assert_user_error(subprocess.CompletedProcess([], code, out, err), *fragments)
     return err.strip()
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py as a module (its folder on sys.path, as when the script runs)."""
+    import importlib.util
+
+    folder = REPO / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

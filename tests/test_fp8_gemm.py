@@ -15,6 +15,7 @@ if os.environ["TRITON_INTERPRET"] != "1":
 
 from occtune.engine.registry import get_family  # noqa: E402
 from occtune.errors import UserError  # noqa: E402
+from clihelp import load_benchmark  # noqa: E402
 from occtune.kernels.fp8_gemm import allowlist, fp8_gemm  # noqa: E402
 from occtune.kernels.fp8_gemm.config import BASELINE_TRITON, library_config  # noqa: E402
 from occtune.kernels.fp8_gemm.family import Fp8GemmFamily, make_gemm_inputs, verify  # noqa: E402
@@ -267,19 +268,8 @@ def test_cli_bad_input_is_one_line(args, frag):
     assert isinstance(r.exception, UserError) and frag in str(r.exception)
 
 
-def _bench_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fp8_gemm.py"
-    spec = importlib.util.spec_from_file_location("bench_fp8_gemm", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
 def test_benchmark_smoke_drops_a_config_that_does_not_finish(capsys):
-    bench = _bench_module()
+    bench = load_benchmark("bench_fp8_gemm")
     fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
     tri, lib = {"backend": "triton", **TRI, "PIPE": 0}, library_config("torch_scaled_mm", "sm_90")
     assert bench.smoke_filter([tri, lib], SMALL, fam, 120, "cpu") == [tri, lib]
@@ -290,7 +280,7 @@ def test_benchmark_smoke_drops_a_config_that_does_not_finish(capsys):
 def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
     """benchmarks/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
     the four files, a missing library reported."""
-    bench = _bench_module()
+    bench = load_benchmark("bench_fp8_gemm")
     rc = bench.main(["--device", "cpu", "--shapes", "128,256", "--m", "5,1", "--backends", "triton,torch_scaled_mm",
                      "--triton", "16,128,128,1,4,2", "--rep-ms", "0.01", "--warmup-ms", "0.01",
                      "--out-dir", str(tmp_path)])

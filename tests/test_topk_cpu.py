@@ -14,6 +14,7 @@ from occtune import compiled
 from occtune.kernels.topk import reference as ref
 from occtune import rtc
 from occtune.errors import UserError
+from clihelp import load_benchmark
 
 K = 64
 
@@ -864,13 +865,7 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
 def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
     """benchmarks/bench_topk.py reads its list options before it needs a GPU: a bad item is one
     line naming the option, exit 2 (it was a ValueError traceback for --splits and --clusters)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_topk.py"
-    spec = importlib.util.spec_from_file_location("bench_topk", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_topk")
     assert bench.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
@@ -880,45 +875,32 @@ def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
                                     "threads": [512], "splits": [], "clusters": [8, 16]}
 
 
-def _bench_module(name):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
-    sys.path.insert(0, str(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(folder))
-    return mod
-
-
-def test_read_probe_reads_every_value(monkeypatch):
-    """The read-once probe (benchmarks/read_probe.py) is a floor only if it reads every value: a
-    chunk's max sits at its last value (the last chunk is short), and each probe must find it."""
+def test_read_probe_sees_each_chunks_first_and_last_value(monkeypatch):
+    """The read-once probe (benchmarks/read_probe.py) is a floor only if each program reads its own
+    chunk, all of it: a chunk's max planted at its first or its last value (the last chunk is
+    short; one chunk is not a multiple of the step) must come back, and nothing from the next
+    chunk; the probes' own checks pass on random rows."""
     import torch
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    probe = _bench_module("read_probe")
+    probe = load_benchmark("read_probe")
     x = torch.rand(3, 10000)
     flat = x.reshape(-1)
     n = flat.numel()
-    for c, block, warps in probe.CONFIGS:
-        ends = [min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
-        y = flat.clone()
-        y[ends] = 2.0 + torch.arange(len(ends), dtype=torch.float32)
-        assert probe.chunk_max(y, c, block, warps).tolist() == [2.0 + i for i in range(len(ends))], c
+    for c, block, warps in (*probe.CONFIGS, (6144, 4096, 4)):
+        for first in (True, False):
+            at = [i * c if first else min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
+            y = flat.clone()
+            y[at] = 2.0 + torch.arange(len(at), dtype=torch.float32)
+            assert probe.chunk_max(y, c, block, warps).tolist() == [2.0 + i for i in range(len(at))], (c, first)
     assert all(check() for _, _, check in probe.probes(x))
 
 
-def test_read_probe_refuses_a_probe_that_disagrees(monkeypatch):
-    """A probe whose result differs from torch's is an error, not a time."""
+def test_read_probe_refuses_a_wrong_probe(monkeypatch):
+    """A probe whose result is wrong is an error, not a time."""
     import torch
 
-    probe = _bench_module("read_probe")
+    probe = load_benchmark("read_probe")
     monkeypatch.setattr(probe, "probes", lambda x: [("bad", lambda: None, lambda: False)])
-    with pytest.raises(RuntimeError, match="read probe 'bad' disagrees"):
+    with pytest.raises(RuntimeError, match="read probe 'bad' gave a wrong result"):
         probe.read_once_us(torch.zeros(1, 8))
