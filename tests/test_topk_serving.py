@@ -286,7 +286,8 @@ def test_bad_out_is_one_error_and_nothing_launched(fake_gpu, bad, says):
 
 
 def test_out_overlapping_the_scores_is_refused(fake_gpu):
-    """Any shared byte, at either end of the rows the kernel reads (row stride included)."""
+    """Any shared byte with the scores, at either end of the rows the kernel reads (row stride
+    included), or with the lengths."""
     main = _main()
     base = torch.zeros(50000 + 4 * K)
     x = base[:40000].view(4, 10000)[:, :8192]               # rows of 8192 at stride 10000
@@ -298,6 +299,10 @@ def test_out_overlapping_the_scores_is_refused(fake_gpu):
     assert len(fake_gpu.launches) == n
     after = base[end:end + 4 * K].view(torch.int32).view(4, K)
     assert tk.topk(x, K, kernel=main, out=after) is after
+    lengths = after.view(-1)[K:K + 4]                       # the lengths inside out: refused too
+    with pytest.raises(UserError, match="must not overlap lengths"):
+        tk.topk(x, K, lengths, kernel=main, out=after)
+    assert len(fake_gpu.launches) == n + 1
 
 
 def test_diagnostics_get_their_own_bin_counts(fake_gpu):

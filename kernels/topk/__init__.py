@@ -343,10 +343,11 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
-def _out_ptr(out, plan, scores, sptr: int) -> int:
+def _out_ptr(out, plan, scores, sptr: int, others: tuple = ()) -> int:
     """The pointer of ``out=``, after checking that it is what the plan would allocate (int32
-    [B, k] on the scores' device), contiguous, and shares no byte with the scores the kernel reads
-    (``sptr``: theirs)."""
+    [B, k] on the scores' device), contiguous, and shares no byte with what the kernel reads
+    while it writes out: the scores (``sptr``: their pointer) and ``others``, (name, tensor or
+    None) pairs."""
     import torch
 
     like = plan.out_like
@@ -354,9 +355,16 @@ def _out_ptr(out, plan, scores, sptr: int) -> int:
             and out.is_contiguous() and out.device == plan.device):
         raise UserError(f"out must be a contiguous int32 tensor of shape {list(like.shape)} on {plan.device}")
     optr = out.data_ptr()
-    B, L = like.shape[0], scores.shape[1]
-    if B and L and optr < sptr + 4 * ((B - 1) * scores.stride(0) + L) and sptr < optr + 4 * out.numel():
-        raise UserError("out must not overlap scores (the kernel reads the scores while it writes out)")
+    oend = optr + 4 * out.numel()
+    B, L = scores.shape
+    if B and L and optr < oend and optr < sptr + 4 * ((B - 1) * scores.stride(0) + L) and sptr < oend:
+        raise UserError("out must not overlap scores (the kernel reads them while it writes out)")
+    for name, t in others:
+        if t is not None and t.numel() and optr < oend:
+            p = t.data_ptr()
+            if optr < p + t.element_size() * (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) \
+                    and p < oend:
+                raise UserError(f"out must not overlap {name} (the kernel reads them while it writes out)")
     return optr
 
 
@@ -410,7 +418,8 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
         out = torch.empty_like(plan.out_like, memory_format=torch.contiguous_format)
         optr = out.data_ptr()
     else:
-        optr = _out_ptr(out, plan, scores, sptr)
+        optr = _out_ptr(out, plan, scores, sptr, () if lengths is None and row_starts is None and table is None
+                        else (("lengths", lengths), ("row_starts", row_starts), ("the index table", table)))
     # per row: count(t), then the row's TOPK_FLAG_* bits
     bins = torch.empty_like(plan.sink) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
