@@ -41,32 +41,39 @@ def clock_ghz(torch) -> float:
     return cycles / (s.elapsed_time(e) * 1e6)
 
 
+def phase_cycles(r, a, b):
+    """Cycles of one row's phase from stamp a to stamp b (a None: the threshold, from the last
+    stamp reached before it); None if b (or a) was not reached."""
+    if b is None or r[b] < 0:
+        return None
+    if a is None:
+        return r[b] - max((r[i] for i in (0, 1, 2) if r[i] >= 0), default=0)
+    return r[b] - r[a] if r[a] >= 0 else None
+
+
+def timeline(stamps):
+    """(row, start ns, end ns, SM) on the global timer of every row's block that wrote it."""
+    return [(i, (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF), (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF),
+             r[14]) for i, r in enumerate(stamps) if len(r) >= 15 and r[9] >= 0]
+
+
 def phase_table(stamps, ghz):
     """stamps: [rows, 10] cycles since stamp 0 (-1 = not reached) -> {phase: median us}."""
     res = {}
     for name, a, b in PHASES:
-        vals = []
-        for r in stamps:
-            if b is None or r[b] < 0:
-                continue
-            if a is None:   # threshold: from the last stamp reached before it
-                prev = max((r[i] for i in (0, 1, 2) if r[i] >= 0), default=0)
-                vals.append(r[b] - prev)
-            elif r[a] >= 0:
-                vals.append(r[b] - r[a])
+        vals = [c for c in (phase_cycles(r, a, b) for r in stamps) if c is not None]
         res[name] = statistics.median(vals) / (ghz * 1e3) if vals else float("nan")
     totals = [r[9] for r in stamps if r[9] >= 0]
     res["kernel_max"] = max(totals) / (ghz * 1e3) if totals else float("nan")
     # timeline (global timer, ns) of the blocks that wrote it: start spread, launch span, per SM
-    tl = [((r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF), (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF),
-           r[14]) for r in stamps if len(r) >= 15 and r[9] >= 0]
+    tl = timeline(stamps)
     if tl:
-        t0 = min(a for a, _, _ in tl)
-        res["start_spread"] = (max(a for a, _, _ in tl) - t0) / 1e3
-        res["span"] = (max(b for _, b, _ in tl) - t0) / 1e3
-        res["end_spread"] = (max(b for _, b, _ in tl) - min(b for _, b, _ in tl)) / 1e3
+        t0 = min(s for _, s, _, _ in tl)
+        res["start_spread"] = (max(s for _, s, _, _ in tl) - t0) / 1e3
+        res["span"] = (max(e for _, _, e, _ in tl) - t0) / 1e3
+        res["end_spread"] = (max(e for _, _, e, _ in tl) - min(e for _, _, e, _ in tl)) / 1e3
         per_sm = {}
-        for _, _, sm in tl:
+        for *_, sm in tl:
             per_sm[sm] = per_sm.get(sm, 0) + 1
         res["sms"] = len(per_sm)
         res["max_per_sm"] = max(per_sm.values())
@@ -77,20 +84,13 @@ def block_rows(stamps, ghz, config: dict) -> list:
     """One dict per profiled block (row) that wrote its timeline: ``config``, its row, SM, start
     and end on the global timer (ns from the call's first start), and its phases (us, -1: not
     reached)."""
+    tl = timeline(stamps)
+    t0 = min((s for _, s, _, _ in tl), default=0)
     rows = []
-    for i, r in enumerate(stamps):
-        if len(r) < 15 or r[9] < 0:
-            continue
-        start = (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF)
-        end = (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF)
-        prev = max((r[j] for j in (0, 1, 2) if r[j] >= 0), default=0)     # the threshold's start
-        rows.append({**config, "row": i, "sm": r[14], "start": start, "end": end,
-                     **{f"{name}_us": round((r[b] - (prev if a is None else r[a])) / (ghz * 1e3), 3)
-                        if (a is None or r[a] >= 0) and r[b] >= 0 else -1 for name, a, b in PHASES}})
-    t0 = min((b["start"] for b in rows), default=0)
-    for b in rows:
-        b["start"] -= t0
-        b["end"] -= t0
+    for i, start, end, sm in tl:
+        cyc = {name: phase_cycles(stamps[i], a, b) for name, a, b in PHASES}
+        rows.append({**config, "row": i, "sm": sm, "start": start - t0, "end": end - t0,
+                     **{f"{n}_us": -1 if c is None else round(c / (ghz * 1e3), 3) for n, c in cyc.items()}})
     return rows
 
 
@@ -173,6 +173,8 @@ def main(argv=None) -> int:
                               f"us; {ph['sms']} SMs, at most {ph['max_per_sm']} blocks on one", flush=True)
         del x
         torch.cuda.empty_cache()
+    if a.blocks_csv and not blocks:
+        print(f"{a.blocks_csv}: not written (no profiled block wrote its timeline)")
     if a.blocks_csv and blocks:
         import csv
         import io
