@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # H200: the phase profile of the B = 256 shapes with every block's SM, start and end (where the
-# ~27 us end spread at (256,1M) comes from: for the planner's persistent-design question).
+# end spread at (256,1M) comes from (27 us in v10's profile): for the planner's persistent-design
+# question).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/occtune-*.whl
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OCCTUNE_CACHE_DIR=/tmp/occtune-cache TRITON_INTERPRET=0
