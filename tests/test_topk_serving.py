@@ -445,6 +445,22 @@ def test_op_schema_is_registered():
     assert schema.endswith("-> Tensor")
 
 
+def test_op_kernel_is_the_launcher_with_the_config_left_unset_where_none(monkeypatch):
+    """The op's CUDA kernel is the launcher itself (no custom_op wrapper: its layers cost tens of
+    microseconds a call) and forwards every argument; an unset config stays unset."""
+    from occtune.kernels.topk import op
+
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("occtune::topk", "CUDA")
+    calls = []
+    monkeypatch.setattr(tk, "topk", lambda *a, **kw: calls.append((a, kw)) or "out")
+    x, lens, starts, table, offs = (object() for _ in range(5))
+    assert op.topk_op(x, 64) == "out"
+    assert op.topk_op(x, 32, lens, starts, None, 512, None, table, 10, offs) == "out"
+    assert calls == [((x, 64, None, None), {"page_table": None, "page_bits": 0, "offsets": None}),
+                     ((x, 32, lens, starts), {"page_table": table, "page_bits": 10, "offsets": offs,
+                                              "threads": 512})]
+
+
 def test_op_fake_gives_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
