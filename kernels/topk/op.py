@@ -31,11 +31,8 @@ _LIB.define(SCHEMA, tags=(torch.Tag.pt2_compliant_tag,))
 def topk_op(scores, k=2048, lengths=None, row_starts=None, lds_budget=None, threads=None, bits=None,
             page_table=None, page_bits=0, offsets=None):
     """The op's CUDA kernel: ``tk.topk`` with the config left unset where None."""
-    if lds_budget is None and threads is None and bits is None:
-        return tk.topk(scores, k, lengths, row_starts, page_table=page_table, page_bits=page_bits,
-                       offsets=offsets)
-    config = {name: v for name, v in (("lds_budget", lds_budget), ("threads", threads), ("bits", bits))
-              if v is not None}
+    config = {} if lds_budget is None and threads is None and bits is None else {
+        name: v for name, v in (("lds_budget", lds_budget), ("threads", threads), ("bits", bits)) if v is not None}
     return tk.topk(scores, k, lengths, row_starts, page_table=page_table, page_bits=page_bits,
                    offsets=offsets, **config)
 
