@@ -343,11 +343,10 @@ def _check_args(scores, k, lengths, row_starts):
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
 
-def _out_ptr(out, plan, scores, sptr: int, others: tuple = ()) -> int:
+def _out_ptr(out, plan, reads: tuple) -> int:
     """The pointer of ``out=``, after checking that it is what the plan would allocate (int32
     [B, k] on the scores' device), contiguous, and shares no byte with what the kernel reads
-    while it writes out: the scores (``sptr``: their pointer) and ``others``, (name, tensor or
-    None) pairs."""
+    while it writes out: ``reads``, (name, tensor or None) pairs."""
     import torch
 
     like = plan.out_like
@@ -356,15 +355,12 @@ def _out_ptr(out, plan, scores, sptr: int, others: tuple = ()) -> int:
         raise UserError(f"out must be a contiguous int32 tensor of shape {list(like.shape)} on {plan.device}")
     optr = out.data_ptr()
     oend = optr + 4 * out.numel()
-    B, L = scores.shape
-    if B and L and optr < oend and optr < sptr + 4 * ((B - 1) * scores.stride(0) + L) and sptr < oend:
-        raise UserError("out must not overlap scores (the kernel reads them while it writes out)")
-    for name, t in others:
-        if t is not None and t.numel() and optr < oend:
-            p = t.data_ptr()
-            if optr < p + t.element_size() * (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) \
-                    and p < oend:
-                raise UserError(f"out must not overlap {name} (the kernel reads them while it writes out)")
+    for name, t in reads:
+        if t is None or not t.numel() or optr == oend:
+            continue
+        p = t.data_ptr()            # t's bytes: from p to its last element's end
+        if optr < p + t.element_size() * (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) and p < oend:
+            raise UserError(f"out must not overlap {name} (the kernel reads them while it writes out)")
     return optr
 
 
@@ -413,13 +409,12 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     plan, table = _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits,
                            offsets, kernel, prefix_min_row, split, split_kernel, cluster)
     d, dp, dev = plan.dummy, plan.dummy_ptr, plan.device
-    sptr = scores.data_ptr()
     if out is None:     # [B, k] int32: empty_like takes fewer host microseconds than torch.empty(shape, ...)
         out = torch.empty_like(plan.out_like, memory_format=torch.contiguous_format)
         optr = out.data_ptr()
     else:
-        optr = _out_ptr(out, plan, scores, sptr, () if lengths is None and row_starts is None and table is None
-                        else (("lengths", lengths), ("row_starts", row_starts), ("the index table", table)))
+        optr = _out_ptr(out, plan, (("scores", scores), ("lengths", lengths), ("row_starts", row_starts),
+                                    ("the index table", table)))
     # per row: count(t), then the row's TOPK_FLAG_* bits
     bins = torch.empty_like(plan.sink) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
@@ -427,7 +422,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
                d if table is None else table, bins, scratch, kept)
     # the same pointers as tensors (SCORES ... KEPT), without asking the placeholders for theirs
-    ptrs = (sptr, dp if lengths is None else lengths.data_ptr(),
+    ptrs = (scores.data_ptr(), dp if lengths is None else lengths.data_ptr(),
             dp if row_starts is None else row_starts.data_ptr(), optr, dp if table is None else table.data_ptr(),
             bins.data_ptr() if return_diagnostics else plan.sink_ptr, scratch.data_ptr() if plan.scratch_numel else dp,
             kept.data_ptr() if plan.kept_numel else dp)
