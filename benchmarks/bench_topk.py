@@ -95,6 +95,14 @@ def provenance(torch):
             "torch": p["torch"], "python": p["python"], "git": p["git_revision"] or "unknown", "date": p["date"]}
 
 
+def gpu_missing(torch) -> bool:
+    """True, after the one error line, where torch sees no GPU (the caller exits 2)."""
+    if torch.cuda.is_available():
+        return False
+    print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+    return True
+
+
 def parse_shapes(text: str) -> list:
     """``64x131072,256x1048576`` as [(64, 131072), (256, 1048576)] (a UserError names a bad item)."""
     from occtune.errors import UserError
@@ -174,8 +182,7 @@ def main(argv=None) -> int:
     from occtune.fsutil import atomic_write_text
     from read_probe import read_once_us
 
-    if not torch.cuda.is_available():
-        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+    if gpu_missing(torch):
         return 2
     shapes, budgets = lists["shapes"], lists["budgets"]
     prov = provenance(torch)

@@ -89,10 +89,10 @@ def main(argv=None) -> int:
 
     import torch
 
+    from bench_topk import gpu_missing
     from occtune.kernels import topk as tk
 
-    if not torch.cuda.is_available():
-        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+    if gpu_missing(torch):
         return 2
     kern = tk.build(a.budget, a.threads, a.bits)
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}; config {a.budget // 1024}K, "

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from bench_topk import kernel_time
+    from bench_topk import gpu_missing, kernel_time
     from occtune.kernels import topk as tk
     from occtune import rtc
     from occtune.units import parse_size
@@ -124,8 +124,7 @@ def main(argv=None) -> int:
         print("error: --k must be at least 15 (the profiling build writes 15 stamps into each row's "
               "output); pass --k 15 or more", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+    if gpu_missing(torch):
         return 2
     budget = parse_size(a.budget)
     extra = dict(kv.split("=", 1) for kv in a.define)

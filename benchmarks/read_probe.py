@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="64x131072,256x131072,256x1048576,8x131072")
     ap.add_argument("--reps", type=int, default=25)
     a = ap.parse_args(argv)
-    from bench_topk import parse_shapes
+    from bench_topk import gpu_missing, parse_shapes
 
     from occtune.errors import UserError
     try:
@@ -118,8 +118,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    if not torch.cuda.is_available():
-        print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
+    if gpu_missing(torch):
         return 2
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}: read-once probe, engine timer "
           f"(L2 flushed), median of {a.reps}")
