@@ -7,5 +7,6 @@ from setuptools import setup
 
 FAMILIES = sorted(p.name for p in (Path(__file__).parent / "kernels").iterdir() if (p / "family.py").is_file())
 
-setup(packages=["occtune", "occtune.commands", "occtune.engine", "occtune.kernels", "occtune.profiles",
+setup(packages=["occtune", "occtune.build", "occtune.commands", "occtune.engine", "occtune.model", "occtune.outputs",
+                 "occtune.pipeline", "occtune.kernels", "occtune.profiles",
                 *(f"occtune.kernels.{name}" for name in FAMILIES)])

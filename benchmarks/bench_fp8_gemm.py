@@ -253,7 +253,7 @@ def _peak_source(target) -> str:
 def main(argv=None) -> int:
     import torch
 
-    from occtune import provenance
+    from occtune.outputs import provenance
     from occtune.engine.bench import BenchTimer
     from occtune.fsutil import atomic_write_text
     from occtune.kernels.fp8_gemm import allowlist
@@ -261,7 +261,7 @@ def main(argv=None) -> int:
     from occtune.kernels.fp8_gemm.cli import _f, parse_backends, parse_shapes, parse_triton
     from occtune.kernels.fp8_gemm.config import load_profile
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily
-    from occtune.targets import detect, load_target
+    from occtune.model.targets import detect, load_target
     from occtune.units import parse_int_list
 
     args = parse_args(argv)

@@ -126,7 +126,7 @@ def time_inplace(fam, cfg, inputs, rep_ms, graph):
 
 
 def provenance():
-    from occtune.provenance import for_device
+    from occtune.outputs.provenance import for_device
 
     p = for_device("cuda", timer=TIMER)
     return {"gpu": p["device"], "arch": p["arch"], "driver": p["driver"], "torch": p["torch"], "triton": p["triton"],

@@ -87,8 +87,8 @@ def copy_bandwidth(torch, nbytes=2 << 30):
 
 
 def provenance(torch):
-    """The one provenance record (occtune.provenance), flattened into the CSV's columns."""
-    from occtune.provenance import for_device
+    """The one provenance record (occtune.outputs.provenance), flattened into the CSV's columns."""
+    from occtune.outputs.provenance import for_device
 
     p = for_device("cuda", timer="occtune.engine.bench.measure")
     return {"device": p["device"], "arch": p["arch"], "driver": p["driver"], "runtime": p["runtime"],

@@ -44,7 +44,7 @@ def graph_of(torch, fn):
 def probe_shape(torch, tk, kern, B, L, k, n, config):
     import occtune.kernels.topk.op  # noqa: F401  (registers torch.ops.occtune.topk)
     from bench_topk import serving_loop
-    from occtune import rtc
+    from occtune.build import rtc
 
     x = torch.randn(B, L, device="cuda")
     slow = dataclasses.replace(kern, launcher="torch", fn=None)      # torch's launcher, same kernel

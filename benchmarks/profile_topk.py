@@ -117,7 +117,7 @@ def main(argv=None) -> int:
 
     from bench_topk import gpu_missing, kernel_time
     from occtune.kernels import topk as tk
-    from occtune import rtc
+    from occtune.build import rtc
     from occtune.units import parse_size
 
     if a.k < 15:

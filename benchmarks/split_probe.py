@@ -24,7 +24,7 @@ def main(argv=None) -> int:
 
     from bench_topk import make_flush, time_fn
     from occtune.kernels import topk as tk
-    from occtune import rtc
+    from occtune.build import rtc
 
     B, L = (int(v) for v in a.shape.split("x"))
     extra = dict(kv.split("=", 1) for kv in a.define)

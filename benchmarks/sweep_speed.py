@@ -14,7 +14,7 @@ NVRTC binaries, ``CUDA_CACHE_PATH`` for CUDA's own): nothing is reused that a ne
 have; the cached runs reuse all of it.
 Runs, in order, per family (``tune topk --target sm_90``, then ``tune rope``; defaults otherwise:
 adaptive timing): fresh (``--fresh``), the same command again ("cached": an unchanged command is a
-replay of the fresh run, :mod:`occtune.replay`), and once more with ``OCCTUNE_NO_REPLAY=1``
+replay of the fresh run, :mod:`occtune.engine.replay`), and once more with ``OCCTUNE_NO_REPLAY=1``
 ("cached, selected": the selection from the point cache, torch and the GPU started); then the careful sweeps of both
 (``--rep-ms 500 --no-adaptive``, fresh). Printed: process wall time, the sweep's own wall time,
 points measured / cached, the phase breakdown, the median and 90th percentile of the per-point

@@ -62,11 +62,11 @@ def timer_stability(family, device, timer, n: int) -> dict:
 @click.option("--workloads", "n_workloads", type=int, default=None, help="Sweep only the first N workloads.")
 def main(family_name, device, devices, out, rep_ms, stability, timeout_s, n_workloads):
     from occtune.engine.bench import BenchTimer
-    from occtune.engine.display import sweep_table
-    from occtune.engine.report import make_report
+    from occtune.outputs.display import sweep_table
+    from occtune.outputs.report import make_report
     from occtune.engine.options import RunOptions, parse_devices
-    from occtune.engine.results import build_document, plain
-    from occtune.results import write_results
+    from occtune.outputs.results import build_document, plain
+    from occtune.outputs.results import write_results
     from occtune.engine.select import select
     from occtune.engine.sweep import run_sweep
     from occtune.output import emit_json, err_console

@@ -34,7 +34,7 @@ def test_topk_is_valid_reports_the_kernel_rules_and_lets_bugs_through():
 
 
 def test_cuobjdump_failure_is_reported(monkeypatch):
-    from occtune import tritonxc
+    from occtune.build import tritonxc
 
     monkeypatch.setattr(tritonxc, "cuobjdump", lambda: "/bin/false")
     with pytest.raises(UserError, match="dump-resource-usage failed"):
@@ -68,7 +68,7 @@ def driver(monkeypatch):
 
 
 def test_driver_abi_mismatch_is_reported(driver):
-    from occtune import rtc
+    from occtune.build import rtc
 
     driver(ctypes.ArgumentError("argument 2: wrong type"))
     info = rtc.kernel_attributes(_Handle())
@@ -80,7 +80,7 @@ def test_driver_abi_mismatch_is_reported(driver):
 
 
 def test_a_bug_in_a_driver_query_is_not_swallowed(driver):
-    from occtune import rtc
+    from occtune.build import rtc
 
     driver(ZeroDivisionError("a bug"))
     with pytest.raises(ZeroDivisionError):

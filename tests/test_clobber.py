@@ -8,7 +8,7 @@ import pytest
 
 from clihelp import REPO, check_user_error, run_main
 from occtune.errors import UserError
-from occtune.results import load_results, write_results
+from occtune.outputs.results import load_results, write_results
 
 TIMED = REPO / "results" / "sm_90" / "topk.yaml"          # the committed, GPU-timed results
 

@@ -1,4 +1,4 @@
-"""occtune.compiled: the compiler probes (clang HIP, NVRTC, Triton) on the CPU, their disk cache and
+"""occtune.build.compiled: the compiler probes (clang HIP, NVRTC, Triton) on the CPU, their disk cache and
 errors, and the occupancy checks that rest on them: LLVM's remark equals our LLVM model for every
 compiled top-k and RoPE config of the default sweep spaces; sm_90 top-k at 512 threads is 2 blocks/SM."""
 
@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import pytest  # noqa: E402
 
-from occtune import compiled  # noqa: E402
+from occtune.build import compiled  # noqa: E402
 from occtune.engine.analytic import llvm_model_waves, occupancy_row  # noqa: E402
-from occtune.targets import load_target  # noqa: E402
+from occtune.model.targets import load_target  # noqa: E402
 
 AMD = ("gfx942", "gfx950", "gfx1250")
 
@@ -227,7 +227,7 @@ def test_analytic_sm90_topk_is_two_blocks_per_sm_at_512_threads():
 
 
 def test_launcher_signature_specialises_ints_as_tritons_launcher_does():
-    from occtune.tritonxc import launcher_signature
+    from occtune.build.tritonxc import launcher_signature
 
     sig, cx, attrs = launcher_signature({"x": "*fp32", "y": "*bf16"},
                                         {"one": 1, "n16": 4096, "odd": 100, "big": 1 << 33, "M": 1, "S": 32},

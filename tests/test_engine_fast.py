@@ -96,7 +96,7 @@ class WaitingFamily(EventFamily):
 
 
 def test_warms_start_with_their_own_build_and_none_waits_in_a_queue():
-    from occtune.engine.build import BuildCache
+    from occtune.engine.prebuild import BuildCache
 
     n_warm = 40                   # more than the cores of any runner
     fam = WaitingFamily(n_warm + 1, n=2)
@@ -106,7 +106,7 @@ def test_warms_start_with_their_own_build_and_none_waits_in_a_queue():
 
 
 def test_helper_processes_build_every_config_ahead(tmp_path):
-    from occtune.engine.build import prebuild_in_processes
+    from occtune.engine.prebuild import prebuild_in_processes
 
     fam = FaultFamily(n=5, build_error=[2], mark_dir=str(tmp_path))
     plan = [({"v": v}, ({"N": 8},)) for v in range(5)]
@@ -126,7 +126,7 @@ def test_helper_processes_build_every_config_ahead(tmp_path):
 
 def test_phases_in_process_add_up_and_reach_the_results_and_the_profile_lines():
     from occtune.engine.phases import wall_covered
-    from occtune.engine.results import build_document
+    from occtune.outputs.results import build_document
 
     fam = EventFamily(n=3)
     res = run_sweep(fam, timer=FakeTimer(), progress=False)
@@ -151,7 +151,7 @@ def test_phases_come_back_from_worker_processes():
 
 
 def test_profile_sweep_prints_the_breakdown(capsys, tmp_path):
-    from occtune.timed import Output, run_timed
+    from occtune.pipeline.timed import Output, run_timed
 
     run_timed(FaultFamily(n=2), target="cpu", device="cpu", timer=FakeTimer(),
               options=RunOptions(profile=True), output=Output(out_dir=str(tmp_path / "out"), progress=False))
@@ -237,7 +237,7 @@ def test_rtc_binaries_are_kept_on_disk_and_a_damaged_one_is_rebuilt(monkeypatch,
     import torch
     from torch.cuda import _utils
 
-    from occtune import rtc
+    from occtune.build import rtc
 
     monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path / "occ"))
     calls = {"compile": 0, "load": 0}
@@ -282,7 +282,7 @@ def test_rtc_compiles_a_kernel_once_however_many_build_threads_ask(monkeypatch):
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from occtune import rtc
+    from occtune.build import rtc
 
     calls = []
 
@@ -302,7 +302,7 @@ def test_rtc_compiles_a_kernel_once_however_many_build_threads_ask(monkeypatch):
 
 
 def test_the_compile_log_is_one_stamped_line_on_stderr_and_silent_by_default(monkeypatch, capsys):
-    from occtune.rtc import log_compile
+    from occtune.build.rtc import log_compile
 
     monkeypatch.delenv("OCCTUNE_LOG_COMPILES", raising=False)
     log_compile("rtc: k -DA=1 1.00 s")

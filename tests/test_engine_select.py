@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from occtune.engine.family import key_of
-from occtune.engine.results import build_document, plain
-from occtune.results import write_results
+from occtune.outputs.results import build_document, plain
+from occtune.outputs.results import write_results
 from occtune.engine.select import select, tied
 from occtune.engine.sweep import run_sweep
 from doubles import FakeTimer, FaultFamily

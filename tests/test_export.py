@@ -167,7 +167,7 @@ def test_unwritable_out_leaves_nothing(tune, tmp_path):
 
 
 def test_nearest_key_lookup_matches_the_documented_rule():
-    from occtune.tuned import nearest, workload_table
+    from occtune.outputs.tuned import nearest, workload_table
 
     doc = yaml.safe_load((REPO / ROPE).read_text())
     dims, entries = workload_table(doc)

@@ -341,7 +341,7 @@ def test_timed_path_writes_results_allowlist_and_exports(tmp_path, capsys):
     from occtune.engine.options import RunOptions, TimingOptions
     from occtune.kernels.fp8_gemm.cli import _timed, print_allowlist
     from occtune.output import console
-    from occtune.targets import load_target
+    from occtune.model.targets import load_target
 
     ws = [{"M": 5, "N": 128, "K": 256}, {"M": 1, "N": 128, "K": 256}]
     fam = Fp8GemmFamily(ws, target="sm_90", backends=["triton", "torch_scaled_mm"],
@@ -434,7 +434,7 @@ def test_wgmma_kernel_cross_compiles_with_the_scaling_overlapping_the_next_mma()
 
     from occtune.kernels.fp8_gemm import wgmma
     from occtune.kernels.fp8_gemm.kernel import kernel_name
-    from occtune.tritonxc import compilable_module, cuobjdump, gpu_target
+    from occtune.build.tritonxc import compilable_module, cuobjdump, gpu_target
 
     w = {"M": 4096, "N": 7168, "K": 7168}
     for cfg in (WG, {**WG, "BLOCK_M": 64, "num_warps": 4, "num_stages": 3, "PIPE": 4}):

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occtune.cli import main
-from occtune.results import load_results
-from occtune.targets import all_targets, driver_present, targets_dir
+from occtune.outputs.results import load_results
+from occtune.model.targets import all_targets, driver_present, targets_dir
 
 SCALE = float(os.environ.get("OCCTUNE_FUZZ_EXAMPLES", "1"))
 RANDOM = bool(os.environ.get("OCCTUNE_FUZZ_RANDOM"))
@@ -45,7 +45,7 @@ def fuzz(n: int):
 @pytest.fixture(scope="module", autouse=True)
 def _fast_provenance():
     """git is asked three times per results file; its answer is not what is fuzzed here."""
-    from occtune import provenance
+    from occtune.outputs import provenance
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(provenance, "git_revision_why", lambda: ("fuzz", "fuzzing"))

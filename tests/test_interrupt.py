@@ -9,8 +9,8 @@ import pytest
 
 from clihelp import REPO, run_main
 from occtune import fsutil
-from occtune.results import load_results
-from occtune.targets import driver_present, load_target
+from occtune.outputs.results import load_results
+from occtune.model.targets import driver_present, load_target
 
 _PROBE = """
 import sys

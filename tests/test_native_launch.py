@@ -1,4 +1,4 @@
-"""CPU tests of occtune's native launcher (``occtune.native``, ``native_launch.c``): the module is
+"""CPU tests of occtune's native launcher (``occtune.build.native``, ``native_launch.c``): the module is
 built with this machine's C compiler and drives a stand-in for the driver's launch function (a
 small C library that records what it was given), so the same C path that calls cuLaunchKernel /
 hipModuleLaunchKernel on a GPU machine runs here, argument for argument."""
@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from occtune import native, rtc  # noqa: E402
+from occtune.build import native, rtc  # noqa: E402
 from occtune.kernels import topk as tk  # noqa: E402
 
 # the faked device of the serving tests (its fixture too), for topk calls through the native launcher

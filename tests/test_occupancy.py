@@ -2,9 +2,9 @@
 
 import pytest
 
-from occtune.occupancy import KernelResources as R
-from occtune.occupancy import occupancy
-from occtune.targets import load_target
+from occtune.model.occupancy import KernelResources as R
+from occtune.model.occupancy import occupancy
+from occtune.model.targets import load_target
 
 K = 1024
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from occtune.occupancy import (KernelResources, amd_occupancy, amd_waves_by_sgprs, amd_waves_by_vgprs,
+from occtune.model.occupancy import (KernelResources, amd_occupancy, amd_waves_by_sgprs, amd_waves_by_vgprs,
                              llvm_amd_occupancy, occupancy)
-from occtune.targets import load_target
+from occtune.model.targets import load_target
 
 DATA = Path(__file__).resolve().parent / "data"
 

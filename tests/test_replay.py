@@ -1,4 +1,4 @@
-"""An unchanged timed command is replayed (occtune.replay): same files, same output, marked as a
+"""An unchanged timed command is replayed (occtune.engine.replay): same files, same output, marked as a
 replay; anything that changed (the point cache, the code) or --fresh runs the command again."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_fresh_and_json_runs(tmp_path):
 
 
 def test_only_the_newest_records_are_kept(tmp_path, monkeypatch):
-    from occtune import replay
+    from occtune.engine import replay
 
     for i in range(5):
         p = tmp_path / f"{i}.json"
@@ -89,7 +89,7 @@ def test_only_the_newest_records_are_kept(tmp_path, monkeypatch):
 
 
 def test_a_failing_device_probe_means_no_replay_not_an_error(monkeypatch):
-    from occtune import replay
+    from occtune.engine import replay
 
     def broken():
         raise AttributeError("function 'nvmlDeviceGetCount_v2' not found")
@@ -99,7 +99,7 @@ def test_a_failing_device_probe_means_no_replay_not_an_error(monkeypatch):
 
 
 def test_a_changed_file_named_on_the_command_line_changes_the_key(tmp_path):
-    from occtune import replay
+    from occtune.engine import replay
 
     scores = tmp_path / "scores.npy"
     scores.write_bytes(b"x" * 10)
@@ -111,7 +111,8 @@ def test_a_changed_file_named_on_the_command_line_changes_the_key(tmp_path):
 
 
 def test_verbs_that_never_time_skip_the_replay_key(monkeypatch):
-    from occtune import cli, replay
+    from occtune import cli
+    from occtune.engine import replay
 
     asked = []
     monkeypatch.setattr(replay, "begin", lambda argv: asked.append(argv) or False)

@@ -15,12 +15,12 @@ import yaml
 from clihelp import REPO
 from doubles import FakeTimer, FaultFamily
 from occtune.engine.family import key_of
-from occtune.engine.report import dense_steps, make_report
-from occtune.engine.results import build_document, plain
+from occtune.outputs.report import dense_steps, make_report
+from occtune.outputs.results import build_document, plain
 from occtune.engine.select import select
 from occtune.engine.sweep import run_sweep
-from occtune.results import write_results
-from occtune.targets import load_target
+from occtune.outputs.results import write_results
+from occtune.model.targets import load_target
 
 PNG = b"\x89PNG"
 

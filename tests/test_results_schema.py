@@ -7,7 +7,7 @@ import yaml
 
 from clihelp import REPO
 from occtune.errors import UserError
-from occtune.results import SCHEMA, load_results, tidy, write_results
+from occtune.outputs.results import SCHEMA, load_results, tidy, write_results
 
 V1 = {
     "schema": "occtune.results/1", "family": "topk", "target": "sm_90", "timed": True,

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from occtune.errors import UserError
-from occtune.targets import OPTIONAL, SCHEMA, all_targets, load_target, load_target_file, targets_dir
+from occtune.model.targets import OPTIONAL, SCHEMA, all_targets, load_target, load_target_file, targets_dir
 
 FACTS = {
     # (target, parameter): value from shared/facts/targets.md
@@ -78,7 +78,7 @@ def test_not_yaml(tmp_path):
 
 
 def test_profiles_dir_override(tmp_path, monkeypatch):
-    from occtune import targets as mod
+    from occtune.model import targets as mod
 
     shutil.copytree(targets_dir(), tmp_path / "targets")
     (tmp_path / "targets" / "sm_80.yaml").unlink()
@@ -92,7 +92,7 @@ def test_profiles_dir_override(tmp_path, monkeypatch):
 
 
 def test_resolve_target_names_the_target_and_whether_it_is_the_local_gpu(monkeypatch):
-    import occtune.targets as t
+    import occtune.model.targets as t
 
     monkeypatch.setattr(t, "local_target", lambda: "sm_90")
     assert [(x.name, local) for x, local in (t.resolve_target(None), t.resolve_target("sm_90"),

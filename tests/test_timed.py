@@ -1,4 +1,4 @@
-"""tuner/timed.py end to end with a fake timer, and `tune rope` on a machine without its GPU."""
+"""tuner/pipeline/timed.py end to end with a fake timer, and `tune rope` on a machine without its GPU."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from clihelp import assert_user_error, tune, tune_json
 from occtune.engine.family import key_of
 from doubles import FakeTimer, FaultFamily
 from occtune.errors import UserError
-from occtune.results import load_results
+from occtune.outputs.results import load_results
 from occtune.engine.options import RunOptions, parse_devices
-from occtune.timed import Output, run_timed
+from occtune.pipeline.timed import Output, run_timed
 
 
 class CountingTimer(FakeTimer):

@@ -20,7 +20,7 @@ NO_COMPILERS = {"OCCTUNE_NO_COMPILERS": "1"}     # the assumed path, whatever is
 
 def _clang_for(target):
     """The clang that would build for ``target`` here, or None (the test is then skipped)."""
-    from occtune.compiled import NoCompilerError, compile_hip
+    from occtune.build.compiled import NoCompilerError, compile_hip
 
     try:
         return compile_hip("__attribute__((global)) void k() {}", target, {})[0]
@@ -159,7 +159,7 @@ def test_no_winner_when_nothing_covers(tmp_path):
 def test_failed_compile_is_one_error_line_and_nothing_written(tmp_path, capsys, monkeypatch, failing, as_json):
     """A compile that failed (clang crashed or timed out: fuzzing found a traceback when every
     budget did) leaves no whole verdict: exit 2, one error line naming the budgets, no file."""
-    from occtune import compiled
+    from occtune.build import compiled
     from occtune.engine.family import Resources
 
     def probe(source, kernel, macros, target, *, threads, name):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from occtune.kernels import topk as tk
-from occtune import compiled
+from occtune.build import compiled
 from occtune.kernels.topk import reference as ref
-from occtune import rtc
+from occtune.build import rtc
 from occtune.errors import UserError
 from clihelp import load_benchmark
 
@@ -504,7 +504,7 @@ def test_topk_rejects_cpu_tensors():
         tk.topk(torch.zeros(2, 10), k=4)
 
 
-# ---- offline compilation of the real source (occtune.compiled) ----------------------------------
+# ---- offline compilation of the real source (occtune.build.compiled) ----------------------------------
 def _built_or_skip(build, *args):
     try:
         return build(*args)

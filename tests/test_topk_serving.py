@@ -12,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from occtune import rtc  # noqa: E402
+from occtune.build import rtc  # noqa: E402
 from occtune.errors import UserError  # noqa: E402
 from occtune.kernels import topk as tk  # noqa: E402
-from occtune.rtc import ArgPack, Ptr  # noqa: E402
+from occtune.build.rtc import ArgPack, Ptr  # noqa: E402
 
 K = 2048
 STREAM = 0x5157
@@ -396,7 +396,7 @@ def test_driver_api_is_native_else_cuda_python_where_importable():
 
     from torch.cuda import _utils
 
-    from occtune import native
+    from occtune.build import native
 
     rtc._driver_api.cache_clear()
     try:

@@ -1,10 +1,10 @@
-"""occtune.tuned: the per-workload tuned config that the families' entry points use."""
+"""occtune.outputs.tuned: the per-workload tuned config that the families' entry points use."""
 
 import pytest
 import torch
 import yaml
 
-from occtune import tuned
+from occtune.outputs import tuned
 from occtune.errors import UserError
 from occtune.kernels import topk as tk
 from occtune.kernels.rope import default_config, tuned_config as rope_tuned

@@ -11,7 +11,7 @@ import yaml
 
 from clihelp import check_user_error, run_main
 from occtune.errors import UserError
-from occtune.targets import targets_dir
+from occtune.model.targets import targets_dir
 from occtune.validate import POSITIVE, SIZE, Rule
 
 
@@ -252,7 +252,7 @@ def test_devices_the_machine_lacks(monkeypatch, tmp_path):
 
     from doubles import FakeTimer, FaultFamily
     from occtune.engine.options import RunOptions, parse_devices
-    from occtune.timed import Output, run_timed
+    from occtune.pipeline.timed import Output, run_timed
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -291,7 +291,7 @@ def test_export_refuses_values_that_cannot_be_build_macros(capsys, tmp_path, val
 
 
 def test_export_target_names_must_name_a_compiler_macro():
-    from occtune.export import other_device_pass
+    from occtune.outputs.export import other_device_pass
 
     assert "__gfx950__" in other_device_pass("gfx950")
     for bad in ("gfx950\n#define X", "gfx", "gfxZZZ", "sm_9", "cpu"):

@@ -49,6 +49,6 @@ def test_installed_wheel_runs_the_main_job(wheel, tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert '"winner"' in r.stdout and "gfx950" in r.stdout
-    prov = subprocess.run([str(py), "-c", "from occtune.provenance import git_revision_why as g; print(g())"],
+    prov = subprocess.run([str(py), "-c", "from occtune.outputs.provenance import git_revision_why as g; print(g())"],
                           capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert "None" in prov and "installed package" in prov       # never the enclosing repository's

@@ -10,7 +10,7 @@ dynamic shared sizes (0 .. 227 KB). Register pressure: N values loaded with vola
 stored back in reverse order with volatile stores (all N live at once); ``__launch_bounds__`` caps.
 
 Writes ``$OUT/occupancy_nvidia.yaml`` (or ``--out``) and prints a summary, including how many cases
-agree with ``occtune.occupancy``. One failing case never stops the run. ``--dry-run``: compile only.
+agree with ``occtune.model.occupancy``. One failing case never stops the run. ``--dry-run``: compile only.
 Usage: python tools/collect_nvidia_occupancy.py [--out PATH] [--device N] [--dry-run]
 Needs: nvcc, and cuda-bindings (``cuda.bindings.driver`` or the older ``cuda.cuda``).
 """
@@ -233,8 +233,8 @@ def collect(drv: Driver, cubins, target: str, optin: int, log) -> tuple[list[dic
 
 def compare_with_model(cases: list[dict]) -> list[str]:
     try:
-        from occtune.occupancy import KernelResources, occupancy
-        from occtune.targets import load_target
+        from occtune.model.occupancy import KernelResources, occupancy
+        from occtune.model.targets import load_target
     except Exception as e:  # noqa: BLE001
         return [f"model unavailable: {e}"]
     bad = []

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from occtune.compiled import parse_remarks  # noqa: E402
+from occtune.build.compiled import parse_remarks  # noqa: E402
 from occtune.fsutil import atomic_write_yaml  # noqa: E402
 
 CLANG = os.environ.get("CLANG", "clang-19")

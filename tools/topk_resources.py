@@ -4,7 +4,7 @@
     python3 tools/topk_resources.py [--arch gfx942] [--out kernels/topk/resources_gfx942.yaml]
 
 Compiles kernels/topk/topk.cuh device-only with the newest clang that knows the target
-(occtune.compiled: the ziglang wheel's clang 22 for gfx942/gfx950/gfx1250, else clang-19 for
+(occtune.build.compiled: the ziglang wheel's clang 22 for gfx942/gfx950/gfx1250, else clang-19 for
 gfx942) for every budget x coarse-key width, and writes the main kernel's remarks to a YAML with
 provenance (compiler, date, command). No GPU needed. ``tune topk``/``tune analyze`` compile the same
 way on demand (cached): this file is a record, not an input.
@@ -19,12 +19,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from occtune import compiled  # noqa: E402
+from occtune.build import compiled  # noqa: E402
 from occtune.errors import UserError  # noqa: E402
 from occtune.fsutil import atomic_write_yaml  # noqa: E402
 from occtune.kernels import topk as tk  # noqa: E402
-from occtune.provenance import git_revision  # noqa: E402
-from occtune.targets import load_target  # noqa: E402
+from occtune.outputs.provenance import git_revision  # noqa: E402
+from occtune.model.targets import load_target  # noqa: E402
 from occtune.units import parse_size_list  # noqa: E402
 
 KEYS = ("sgprs", "vgprs", "agprs", "scratch", "occupancy", "sgpr_spill", "vgpr_spill", "lds")

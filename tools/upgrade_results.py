@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from occtune.results import load_results, write_results
+from occtune.outputs.results import load_results, write_results
 
 
 def main(paths: list[str]) -> None:

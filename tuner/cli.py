@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from occtune import __version__, replay
+from occtune import __version__
+from occtune.engine import replay
 from occtune.errors import UserError
 from occtune.fsutil import INTERRUPTED, on_interrupt
 
@@ -102,7 +103,7 @@ NEVER_TIMED = tuple(verb for verb in COMMANDS if verb != "sweep")
 
 
 def _replayed(argv: list[str]) -> int | None:
-    """The exit code of a replay of this unchanged command (:mod:`occtune.replay`), else None."""
+    """The exit code of a replay of this unchanged command (:mod:`occtune.engine.replay`), else None."""
     if next((a for a in argv if not a.startswith("-")), None) in NEVER_TIMED:
         return None
     try:

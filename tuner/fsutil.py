@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from occtune import replay
+from occtune.engine import replay
 from occtune.errors import UserError
 
 

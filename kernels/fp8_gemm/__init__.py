@@ -58,7 +58,7 @@ def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
     if a.device.type == "cpu":
         target = "sm_90"                # the interpreter runs every PIPE
     else:                               # the tensor's own GPU: no driver probe on every call
-        from occtune.targets import all_targets, device_target
+        from occtune.model.targets import all_targets, device_target
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"

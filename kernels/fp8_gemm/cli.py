@@ -1,7 +1,7 @@
 """`tune fp8-gemm`: our Triton FP8 block-scaled GEMM against the vendor libraries, per (n, k) and M.
 
 On the local GPU's target: every backend is probed (a missing one is listed with the reason), then
-the timed sweep runs through the engine (occtune.timed.run_timed: cache, workers, progress),
+the timed sweep runs through the engine (occtune.pipeline.timed.run_timed: cache, workers, progress),
 results go to ``<out>/<target>/fp8_gemm.yaml`` and the allow-list (allowlist.py) is built from
 the verified rows: per (n, k) and M, Triton or the library, by how much. ``--export DIR`` writes
 it as vLLM/sglang-style JSON and as a Python predicate ``use_triton(n, k, m)``.
@@ -84,7 +84,7 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
 @sweep_options
 def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, export_dir, as_json, **opts):
     """Time the Triton FP8 GEMM against the vendor libraries; build the per-(n, k, M) allow-list."""
-    from occtune.targets import resolve_target
+    from occtune.model.targets import resolve_target
 
     from .config import load_profile
     from .family import Fp8GemmFamily
@@ -121,7 +121,7 @@ def _analytic_configs(fam) -> list[dict]:
 
 
 def _analytic(fam, target, as_json) -> None:
-    from occtune import provenance
+    from occtune.outputs import provenance
     from occtune.engine.analytic import analytic_sweep
     from occtune.output import console, emit_json
 
@@ -193,10 +193,10 @@ def _print_analytic(fam, target, res, label, libs, console) -> None:
 # --- timed ------------------------------------------------------------------------------------
 
 def _timed(fam, target, out_dir, export_dir, as_json, run, timing, device: str = "cuda") -> None:
-    """The timed sweep (occtune.timed.run_timed, the engine's timed path), then the allow-list."""
+    """The timed sweep (occtune.pipeline.timed.run_timed, the engine's timed path), then the allow-list."""
     from occtune.engine.sweep import SweepHooks
     from occtune.output import console
-    from occtune.timed import Output, run_timed
+    from occtune.pipeline.timed import Output, run_timed
 
     from .backends import availability
 

@@ -127,7 +127,7 @@ def wgmma_problem(config: dict, N: int | None = None) -> str:
 def pipe_runs_on(config: dict, target: str) -> bool:
     """Whether the config's PIPE exists on ``target`` (TMA loads: NVIDIA sm_90 and later only;
     wgmma: sm_90 only)."""
-    from occtune.targets import hopper_or_later
+    from occtune.model.targets import hopper_or_later
 
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:

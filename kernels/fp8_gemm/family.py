@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from occtune.engine.family import CheckResult, Family, Resources, key_of
-from occtune.targets import local_target
+from occtune.model.targets import local_target
 
 from .backends import BACKENDS, availability, prepare, runner
 from .config import (PIPES_WGMMA, TRITON_KEYS, amd_keys, baseline_config, config_problem, fp8_dtype_name, is_amd,

@@ -59,7 +59,7 @@ NOT_SPECIALISED = ("M", "stride_ask", "stride_bsn")
 def _tile_of(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """(pid_m, pid_n) of program / tile number ``tile`` in the grouped order."""
     # No tl.cdiv / tl.zeros: they are @jit helpers of Triton's, which stay interpreter objects
-    # under TRITON_INTERPRET=1 and then break the cross-compile of occtune.tritonxc.
+    # under TRITON_INTERPRET=1 and then break the cross-compile of occtune.build.tritonxc.
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     in_group = GROUP_M * num_pid_n

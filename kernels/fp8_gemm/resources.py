@@ -1,6 +1,6 @@
 """Registers and shared memory of the compiled FP8 GEMM kernel, for any target, without a GPU.
 
-The kernel is cross-compiled by Triton (occtune.compiled.triton_resources over occtune.tritonxc)
+The kernel is cross-compiled by Triton (occtune.build.compiled.triton_resources over occtune.build.tritonxc)
 with the specialisation its launcher makes for a workload: fp8 pointers typed per target (fp8e4nv
 on NVIDIA and gfx950, fp8e4b8 on gfx942), integers equal to 1 folded to constants (the unit
 strides, M = 1), integers divisible by 16 marked so. Launch options: num_warps, num_stages and the AMD-only ones present in the config.
@@ -19,7 +19,7 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
     """(signature, constexprs, attrs) as the launcher specialises ``kernel.launch`` for this problem:
     A row-major, its scales column-major (stride [1, M]), B [N, K] row-major, C row-major; the
     kernel's NOT_SPECIALISED arguments stay plain integers."""
-    from occtune.tritonxc import launcher_signature
+    from occtune.build.tritonxc import launcher_signature
 
     from .kernel import NOT_SPECIALISED
 
@@ -34,10 +34,10 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
 
 
 def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
-    """``config`` compiled for ``target`` at ``workload`` (occtune.compiled.triton_resources: cached
+    """``config`` compiled for ``target`` at ``workload`` (occtune.build.compiled.triton_resources: cached
     on disk, the compiler named in ``source``)."""
-    from occtune.compiled import triton_resources
-    from occtune.tritonxc import compilable_module
+    from occtune.build.compiled import triton_resources
+    from occtune.build.tritonxc import compilable_module
 
     from . import kernel
 

@@ -23,7 +23,7 @@ scaling below that wgmma, which produced the same copy and serialisation).
   are dropped), whose wait is deferred to the next tile's epilogue.
 - Programs walk the tiles with the grid's stride: PIPE 4 launches one program per tile, PIPE 5
   and 6 (persistent) as many as fit on the device's SMs at once (from the compiled kernel's
-  registers and shared memory, ``occtune.occupancy``), so a program's next tile loads while its
+  registers and shared memory, ``occtune.model.occupancy``), so a program's next tile loads while its
   last tile's store drains.
 - PIPE 6 is warp-specialised: one more warp (``PRODUCER_REGS`` registers, the consumers get
   more through ``setmaxnreg``) only issues the TMA loads, each slot once the consumers have
@@ -310,7 +310,7 @@ def layouts(config: dict) -> dict:
 
 def signature(config: dict, M: int, N: int, K: int) -> tuple[dict, dict, dict]:
     """(signature, constexprs, attrs) of the launch :func:`launch` makes (A row-major, its scales
-    column-major, B [N, K] row-major, C row-major): what cross-compiles it (occtune.tritonxc)."""
+    column-major, B [N, K] row-major, C row-major): what cross-compiles it (occtune.build.tritonxc)."""
     lay = layouts(config)
     ty = {"a": "fp8e4nv", "b": "fp8e4nv", "c": "bf16"}
     sig = {f"{k}_desc": f"tensordesc<{ty[k]}[{', '.join(map(str, blk))}],{lt!r}>" for k, (blk, lt) in lay.items()}
@@ -353,7 +353,7 @@ def _resident_programs(device, config: dict, compile_kernel) -> int:
     of the compiled kernel (cached per device and config)."""
     import torch
 
-    from occtune.targets import device_target
+    from occtune.model.targets import device_target
 
     from .kernel import _sm_count
 
@@ -368,9 +368,9 @@ _RESIDENT: dict = {}
 
 def blocks_per_sm(target: str, kernel) -> int:
     """Blocks of a compiled Triton ``kernel`` resident per SM of ``target`` (its warps, registers
-    and shared memory through occtune.occupancy; at least 1)."""
-    from occtune.occupancy import KernelResources, nvidia_occupancy
-    from occtune.targets import load_target
+    and shared memory through occtune.model.occupancy; at least 1)."""
+    from occtune.model.occupancy import KernelResources, nvidia_occupancy
+    from occtune.model.targets import load_target
 
     if getattr(kernel, "n_regs", None) is None:
         kernel._init_handles()      # Triton loads the module (and reads its registers) on first launch

@@ -1,6 +1,6 @@
 """`tune rope`: sweep the Triton RoPE kernel's variant x BLOCK_M x num_warps on DeepSeek-V4's shapes.
 
-On the local GPU's target: the timed sweep through the engine (tuner/timed.py), results in
+On the local GPU's target: the timed sweep through the engine (tuner/pipeline/timed.py), results in
 ``<out>/<target>/rope.yaml``. On any other target (or with --analytic): each config is
 cross-compiled for that target without a GPU and the table shows what the compiler allotted
 (registers, LDS) and the occupancy model's verdict; nothing is timed and nothing is written.
@@ -63,7 +63,7 @@ def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
 def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, as_json, **opts):
     """Sweep BLOCK_M x num_warps (x variant) of the RoPE kernel; writes results/<target>/rope.yaml."""
     from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
-    from occtune.targets import resolve_target
+    from occtune.model.targets import resolve_target
     from occtune.engine.options import reject_timed_options
 
     run, timing = from_cli(opts)
@@ -98,7 +98,7 @@ def analytic_rows(target, configs, workloads) -> tuple[list[dict], list[dict]]:
 
 
 def _analytic(target, configs, workloads, as_json) -> None:
-    from occtune import provenance
+    from occtune.outputs import provenance
     from occtune.output import console, emit_json, err_console
 
     wl = _representative(workloads)
@@ -166,7 +166,7 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
     from occtune.engine.family import key_of
     from occtune.engine.sweep import SweepHooks
     from occtune.kernels.rope.family import RopeFamily
-    from occtune.timed import Output, first_value, run_timed
+    from occtune.pipeline.timed import Output, first_value, run_timed
 
     fam = RopeFamily(workloads)
     wl = _representative(workloads)
@@ -185,7 +185,7 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
             ("VGPRs" if target.is_amd else "regs",
              lambda rows: first_value(rows, "vgprs" if target.is_amd else "regs")))
     assumptions = {"resources": f"cross-compiled by Triton for {target.name} at T={wl['T']} "
-                                f"(the launcher's specialisation); occupancy from tuner/occupancy.py",
+                                f"(the launcher's specialisation); occupancy from tuner/model/occupancy.py",
                    "peak_hbm_bytes_per_s": target.peak_hbm_bytes_per_s,
                    "workloads": "DeepSeek-V4 inverse rope, bf16, 64 rope columns of a 512-wide head"
                    if all(w["D"] == 64 and w["H"] == 128 for w in workloads) else "from --shape"}

@@ -5,9 +5,9 @@ A config is a plain dict ``{"variant": str, "BLOCK_M": int, "num_warps": int}``.
 
 from __future__ import annotations
 
-from occtune import tuned
+from occtune.outputs import tuned
 from occtune.errors import UserError
-from occtune.tuned import local_target  # noqa: F401  (re-exported: the family and CLI use it)
+from occtune.outputs.tuned import local_target  # noqa: F401  (re-exported: the family and CLI use it)
 
 VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads")
 BLOCK_M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -47,7 +47,7 @@ def tuned_config(target: str | None = None, workload: dict | None = None, device
     """The tuned config for ``workload`` (``{"T": tokens, "H": heads, "D": rope_dim}``; None: the
     overall winner) on ``target`` (default: the target of ``device``, else the current GPU), read
     from ``results/<target>/rope.yaml`` (``$OCCTUNE_RESULTS`` overrides the folder) by the nearest
-    workload key (:mod:`occtune.tuned`); else (no such file) the default. A results file that is there
+    workload key (:mod:`occtune.outputs.tuned`); else (no such file) the default. A results file that is there
     but unusable is a UserError naming it."""
     found = tuned.tuned_config("rope", workload, target=target, device=device, validate=validate_config)
     return found if found is not None else default_config()

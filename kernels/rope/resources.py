@@ -1,7 +1,7 @@
 """Registers and shared memory of a compiled RoPE kernel, for any target, without a GPU.
 
-Triton cross-compiles from the AST for a named target (:func:`occtune.compiled.triton_resources`,
-through :mod:`occtune.tritonxc`).
+Triton cross-compiles from the AST for a named target (:func:`occtune.build.compiled.triton_resources`,
+through :mod:`occtune.build.tritonxc`).
 We hand it the same specialisation its launcher would make for the workload (16-byte aligned
 pointers, ints divisible by 16 marked so, ints equal to 1 folded to constants; T neither), because that
 decides vectorisation and hence the register count.
@@ -9,8 +9,8 @@ decides vectorisation and hence the register count.
 
 from __future__ import annotations
 
-from occtune.compiled import triton_resources
-from occtune.tritonxc import compilable_module, launcher_signature
+from occtune.build.compiled import triton_resources
+from occtune.build.tritonxc import compilable_module, launcher_signature
 from occtune.engine.family import Resources
 
 from .config import validate_config

@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from occtune import rtc
+from occtune.build import rtc
 from occtune.errors import UserError
 from occtune.kernels.topk.capacity import candidate_entries
-from occtune.targets import hopper_or_later
-from occtune.tuned import tuned_config
+from occtune.model.targets import hopper_or_later
+from occtune.outputs.tuned import tuned_config
 from occtune.validate import SIZE, Rule
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
@@ -81,7 +81,7 @@ def defines(lds_budget: int, threads: int = 512, bits: int = 8) -> dict:
 
 @functools.lru_cache(maxsize=1024)
 def _tuned(B: int, L: int, k: int, device) -> dict:
-    """The tuned config of this workload on ``device`` (:mod:`occtune.tuned`); {} without one.
+    """The tuned config of this workload on ``device`` (:mod:`occtune.outputs.tuned`); {} without one.
     Looked up once per (B, L, k, device) in a process: no file system access on the serving path."""
     return tuned_config("topk", {"B": B, "L": L, "K": int(k)}, device=device,
                         validate=lambda c: defines(c["lds_budget"], c["threads"], c["bits"]) and c) or {}
@@ -590,7 +590,7 @@ def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[in
 def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
     import torch
 
-    from occtune.rtc import ArgPack, Ptr
+    from occtune.build.rtc import ArgPack, Ptr
 
     prefix, scap = long_row_plan(r.L, r.k, r.prefix_min_row)
     nsplit, ncluster = _split_choice(handle, split_kernel, dev, r, scap)

@@ -72,7 +72,7 @@ def timed_overflows(results_dir, required_context: int) -> dict:
     results under ``results_dir`` (any target: the candidate list holds budget/8 entries on every
     one), counting workloads no longer than the required context."""
     from occtune.errors import UserError
-    from occtune.results import load_results
+    from occtune.outputs.results import load_results
 
     found: dict = {}
     for path in sorted(Path(results_dir).glob("*/topk.yaml")):

@@ -19,17 +19,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from occtune import provenance
+from occtune.outputs import provenance
 from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, reject_timed_options, sweep_options
 from occtune.errors import UserError
-from occtune.occupancy import KernelResources, occupancy
+from occtune.model.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
 from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
 from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
-from occtune.results import SCHEMA, out_folder, results_path, write_results
-from occtune.targets import load_target
+from occtune.outputs.results import SCHEMA, out_folder, results_path, write_results
+from occtune.model.targets import load_target
 from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, ValueList
 
 
@@ -100,7 +100,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     sweep = build_sweep(profile, budgets, threads_list[0], static_lds, nbits, required_context, headroom,
                         max_cand)
     if not analytic:
-        from occtune.targets import detect
+        from occtune.model.targets import detect
 
         if detect(target.vendor)["target"] == target.name:
             _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_folder(out_dir, True),
@@ -341,11 +341,11 @@ def _print_capacity(sweep, notes) -> None:
 
 def _occupancy_check(target, sweep, config: dict) -> dict:
     """Built kernel's static LDS and registers -> the model's blocks/SM, the driver's answer, tie
-    capacity. Builds through occtune.rtc (cached in-process: free after an in-process sweep)."""
+    capacity. Builds through occtune.build.rtc (cached in-process: free after an in-process sweep)."""
     from occtune.kernels import topk as tk
-    from occtune import rtc
+    from occtune.build import rtc
     from occtune.kernels.topk.analysis import capacity_for
-    from occtune.occupancy import KernelResources, occupancy
+    from occtune.model.occupancy import KernelResources, occupancy
 
     budget, threads = int(config["lds_budget"]), int(config["threads"])
     handle = tk.build(budget, threads, int(config["bits"]))
@@ -404,7 +404,7 @@ class _TimedChecks:
 
 def _write_header(path, doc) -> dict:
     """After the timed results: the C header of the winner next to them."""
-    from occtune.export import render_header, sources
+    from occtune.outputs.export import render_header, sources
     from occtune.fsutil import atomic_write_text
 
     if not doc.get("winner"):
@@ -415,7 +415,7 @@ def _write_header(path, doc) -> dict:
 
 
 def _timed_columns(unit: str) -> tuple:
-    from occtune.timed import first_value
+    from occtune.pipeline.timed import first_value
 
     return (("LDS static", lambda rows: first_value(rows, "static_lds_bytes")),
             ("regs", lambda rows: first_value(rows, "regs")),
@@ -454,7 +454,7 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
                  threads_list) -> None:
     from occtune.engine.sweep import SweepHooks, default_configs
     from occtune.kernels.topk.family import TopkFamily
-    from occtune.timed import Output, run_timed
+    from occtune.pipeline.timed import Output, run_timed
 
     workloads = [{"B": b, "L": n, "K": profile.k} for b in batch for n in lengths]
     fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)

@@ -1,6 +1,6 @@
 """The top-k family for the tuning engine: LDS-budget sweep of ``topk.cuh``.
 
-Resources per target come from the compiled kernel (:mod:`occtune.compiled`: clang's AMDGPU
+Resources per target come from the compiled kernel (:mod:`occtune.build.compiled`: clang's AMDGPU
 backend for gfx targets, NVRTC or nvcc for sm targets). ``topk.cuh`` also defines the split and
 cluster kernels the launcher uses for long rows on few rows; the occupancy verdict is for the main
 kernel, ``topk_transform_kernel``, the one every row runs through.
@@ -79,7 +79,7 @@ class TopkFamily(Family):
         """Compile the derived kernels (split main pass, cluster kernel) that ``tk.topk`` picks
         for this workload's shape and for its adversarial sets (at most 8 rows), without running:
         the launcher's own planning, so the same kernels and the same driver answers are cached
-        (``occtune.rtc`` compiles a kernel once however many build threads ask for it)."""
+        (``occtune.build.rtc`` compiles a kernel once however many build threads ask for it)."""
         import torch
 
         L, k = int(workload["L"]), int(workload.get("K", self.k))
@@ -115,7 +115,7 @@ class TopkFamily(Family):
     def resources(self, config, target):
         """The main kernel compiled for ``target``; the budget is its dynamic LDS. Without a compiler
         for the target: the profile's static LDS and unknown registers, marked assumed."""
-        from occtune import compiled
+        from occtune.build import compiled
 
         probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
         budget, threads = int(config["lds_budget"]), int(config["threads"])

@@ -105,7 +105,7 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
     Cached on disk by the arguments and the code that computes them."""
     from pathlib import Path
 
-    from occtune.diskcache import memo, source_hash
+    from occtune.build.diskcache import memo, source_hash
 
     here = Path(__file__).parent
     code = source_hash("".join((here / f).read_text(encoding="utf-8") for f in ("synthetic.py", "ties.py")))

@@ -41,7 +41,7 @@ def test_device_check_agrees_with_the_cpu_check_on_kernel_output(name):
 
 
 def test_topk_warm_compiles_everything_the_default_workloads_launch():
-    from occtune import rtc
+    from occtune.build import rtc
     from occtune.kernels.topk.family import TopkFamily
 
     fam = TopkFamily()
@@ -58,7 +58,7 @@ def test_topk_warm_compiles_everything_the_default_workloads_launch():
 
 
 def test_rtc_binary_is_loaded_from_disk_in_a_fresh_cache(monkeypatch):
-    from occtune import rtc
+    from occtune.build import rtc
 
     k1 = tk.build(49152, 512, 8)
     rtc._CACHE.clear()

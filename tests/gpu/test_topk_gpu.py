@@ -237,7 +237,7 @@ def test_warp_floor_search_equals_the_serial_one():
     """The long-row f0 comes from a 32-lane search on CUDA; a -DTOPK_VERIFY_FLOOR build also runs
     the serial binary search and traps on any difference. Families whose guessed bins differ
     widely (normal, heavy ties, specials with NaN/inf, denormals, -inf padding)."""
-    from occtune import rtc
+    from occtune.build import rtc
 
     for bits in (8, 12):
         d = {**tk.defines(32768, 512, bits), "TOPK_VERIFY_FLOOR": 1}

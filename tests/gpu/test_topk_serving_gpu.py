@@ -67,7 +67,7 @@ def test_launcher_is_the_driver_api_where_installed():
         has = torch.version.hip is None
     except ImportError:
         has = False
-    from occtune import native
+    from occtune.build import native
 
     want = "native" if native.module() is not None else "cuda-python" if has else "torch"
     assert _kern().launcher == want, (_kern().launcher, native.error())

@@ -16,7 +16,7 @@ from occtune.engine.analytic import occupancy_row
 from occtune.engine.registry import get_family
 from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
-from occtune.targets import load_target
+from occtune.model.targets import load_target
 from occtune.units import parse_size
 
 

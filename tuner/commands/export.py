@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from occtune import export as ex
+from occtune.outputs import export as ex
 from occtune.errors import UserError
 from occtune.fsutil import atomic_write_text
-from occtune.results import load_results
+from occtune.outputs.results import load_results
 
 FORMAT_HELP = ("header (C header for hipcc/nvcc builds), flags (-D flags for $(...)), json (per-workload "
                "configs keyed by the workload dimension, vLLM/sglang style), triton (triton.Config-style "

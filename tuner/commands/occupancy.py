@@ -6,9 +6,9 @@ import click
 from rich.table import Table
 
 from occtune.errors import UserError
-from occtune.occupancy import KernelResources, occupancy
+from occtune.model.occupancy import KernelResources, occupancy
 from occtune.output import console, emit_json
-from occtune.targets import load_target
+from occtune.model.targets import load_target
 from occtune.units import format_size
 from occtune.validate import NON_NEGATIVE, POSITIVE_INT, SIZE_VALUE, Value
 

@@ -15,8 +15,8 @@ import click
 def command(results, out, as_json):
     """Plots (occupancy cliff, time per workload with IQR, speed-up heatmap) and one self-contained
     HTML page for each of RESULTS: results files (timed or analytic), benchmark CSVs, or folders."""
-    from occtune.engine.display import rows_table
-    from occtune.engine.report import make_report
+    from occtune.outputs.display import rows_table
+    from occtune.outputs.report import make_report
     from occtune.output import console, emit_json
 
     summaries = make_report(results, out)

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from occtune.output import console, emit_json
-from occtune.targets import all_targets, detect
+from occtune.model.targets import all_targets, detect
 
 
 @click.command("targets")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from occtune.compiled import llvm_major_of
+from occtune.build.compiled import llvm_major_of
 from occtune.engine.family import Family, Resources
 from occtune.errors import CompileError
-from occtune.occupancy import KernelResources, llvm_amd_occupancy, occupancy
+from occtune.model.occupancy import KernelResources, llvm_amd_occupancy, occupancy
 
 
 @dataclass
@@ -51,7 +51,7 @@ def occupancy_row(target, config: dict, res: Resources) -> dict:
 
 
 def llvm_model_waves(target, res: Resources) -> int:
-    """:func:`occtune.occupancy.llvm_amd_occupancy` on what LLVM sees of this kernel: its static LDS
+    """:func:`occtune.model.occupancy.llvm_amd_occupancy` on what LLVM sees of this kernel: its static LDS
     (not the dynamic), registers, and the flat workgroup range ``1..threads`` that HIP's
     ``__launch_bounds__`` and Triton both emit, for the LLVM version that compiled it."""
     return llvm_amd_occupancy(target, KernelResources(

@@ -20,7 +20,7 @@ import os
 import re
 from pathlib import Path
 
-from occtune import replay
+from occtune.engine import replay
 from occtune.engine import env
 from occtune.engine.family import key_of
 from occtune.errors import UserError

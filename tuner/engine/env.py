@@ -16,7 +16,7 @@ import re
 def _torch_device_info(device) -> dict:
     import torch
 
-    from occtune.targets import device_target
+    from occtune.model.targets import device_target
 
     info = {"torch": torch.__version__,
             "runtime": f"hip {torch.version.hip}" if getattr(torch.version, "hip", None)

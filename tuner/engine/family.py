@@ -3,8 +3,8 @@
 The engine knows nothing of top-k or RoPE: a family is one package (``kernels/<name>/``, an
 installed distribution, or a folder on ``$OCCTUNE_FAMILY_PATH``) whose ``family.py`` sets
 ``FAMILY`` to a subclass of :class:`Family`; :mod:`occtune.engine.registry` finds it. A family
-imports only this runtime (``occtune.engine.family``, ``occtune.errors``, ``occtune.rtc``,
-``occtune.occupancy``), never the CLI.
+imports only this runtime (``occtune.engine.family``, ``occtune.errors``, ``occtune.build.rtc``,
+``occtune.model.occupancy``), never the CLI.
 
 Configs and workloads are plain ``dict``s of JSON-able scalars so that they hash, cache and
 serialise without ceremony; :func:`key_of` gives their canonical string form.
@@ -109,7 +109,7 @@ class Family:
         return {}
 
     # True when the compiler holds the GIL (Triton) and keeps an on-disk cache: the engine then
-    # builds and warms ahead in helper processes (occtune.engine.build.prebuild_in_processes).
+    # builds and warms ahead in helper processes (occtune.engine.prebuild.prebuild_in_processes).
     compile_processes: bool = False
 
     def warm(self, built: Any, workload: Workload, device: Any) -> None:
@@ -122,7 +122,7 @@ class Family:
         return None
 
     def resources(self, config: Config, target: Any) -> Resources | None:
-        """What ``config`` compiled for ``target`` (an :class:`occtune.targets.Target`) uses per
+        """What ``config`` compiled for ``target`` (an :class:`occtune.model.targets.Target`) uses per
         block; None when no compiler for that target is at hand."""
         return None
 

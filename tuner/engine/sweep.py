@@ -1,7 +1,7 @@
 """The timed sweep: prune -> build ahead -> verify -> time -> cache, with failures isolated.
 
 Order of work: every config still to measure is built and warmed before any point is timed
-(:meth:`occtune.engine.build.BuildCache.prebuild` on build threads; first in helper processes
+(:meth:`occtune.engine.prebuild.BuildCache.prebuild` on build threads; first in helper processes
 for families with ``compile_processes``); each workload's inputs are made once per process and
 reused by every config (``inputs_reusable``); timing stops when the median is known well enough
 (:mod:`occtune.engine.bench`, adaptive). Where the time went is counted per phase
@@ -25,8 +25,8 @@ Use
                     hooks=SweepHooks(fits=..., annotate=...))
     sel = select(res, fam)                                   # winner, ties, explanation
 
-Commands do not call this directly: ``occtune.timed.run_timed`` runs it, selects, writes the one
-results file (``occtune.results``) and prints; ``tune sweep`` (``occtune.pipeline``) sits on top.
+Commands do not call this directly: ``occtune.pipeline.timed.run_timed`` runs it, selects, writes the one
+results file (``occtune.outputs.results``) and prints; ``tune sweep`` (``occtune.pipeline``) sits on top.
 ``python3 examples/engine_demo.py`` shows the engine alone.
 
 Cached statuses: every measured point is cached, failures too (``built_failed``, ``wrong``,
@@ -71,7 +71,7 @@ from typing import Any, Callable
 from occtune.engine import cache as cache_mod
 from occtune.engine import env
 from occtune.engine import phases as phases_mod
-from occtune.engine.build import prebuild_in_processes
+from occtune.engine.prebuild import prebuild_in_processes
 from occtune.engine.family import Family, key_of
 from occtune.engine.options import RunOptions
 from occtune.engine.phases import PhaseClock, phase

@@ -21,7 +21,7 @@ from collections import deque
 from multiprocessing.connection import wait
 from typing import Callable
 
-from occtune.engine.build import one_line
+from occtune.engine.prebuild import one_line
 from occtune.engine.family import key_of
 from occtune.engine.phases import PhaseClock
 from occtune.errors import UserError

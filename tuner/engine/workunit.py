@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from occtune.engine.build import BuildCache, BuildFailure, one_line
+from occtune.engine.prebuild import BuildCache, BuildFailure, one_line
 from occtune.engine.family import Family, key_of
 from occtune.engine.inputs import InputCache
 from occtune.engine.phases import PhaseClock, phase

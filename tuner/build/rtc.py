@@ -18,7 +18,7 @@ Serving-rate launches: torch's launcher builds a ctypes object per argument on e
 of microseconds). ``ArgPack`` holds a kernel's arguments packed once (a slot per parameter and
 the array of their addresses); ``launch_packed`` hands that array to the driver API directly,
 with the function torch loaded (one compile, one module): through occtune's native launcher
-(``occtune.native``: a small C module built once per machine that calls the driver's
+(``occtune.build.native``: a small C module built once per machine that calls the driver's
 ``cuLaunchKernel`` / ``hipModuleLaunchKernel``), else cuda-python's ``cuLaunchKernel``
 (``cuda.bindings.driver``) on CUDA or hip-python's ``hipModuleLaunchKernel`` on ROCm. Without
 any of them it falls back to torch's launcher; ``RtcKernel.launcher`` says which.
@@ -412,7 +412,7 @@ class ArgPack:
 
 @lru_cache(maxsize=1)
 def _driver_api():
-    """("native", occtune's native launcher, see ``occtune.native``) where it builds and the
+    """("native", occtune's native launcher, see ``occtune.build.native``) where it builds and the
     driver's launch function is found; else ("cuda-python", cuda.bindings.driver) on CUDA builds
     of torch, ("hip-python", hip.hip) on ROCm builds, where importable; None otherwise (torch's
     launcher is used)."""
@@ -440,7 +440,7 @@ def _driver_api():
 
 @dataclass(frozen=True)
 class NativeLauncher:
-    """occtune's native launcher (``occtune.native``) and the driver launch function it calls."""
+    """occtune's native launcher (``occtune.build.native``) and the driver launch function it calls."""
 
     launch_all: Any           # launch_all(function, launches, stream) -> None or (i, error code)
     function: int             # cuLaunchKernel / hipModuleLaunchKernel's address
@@ -449,7 +449,7 @@ class NativeLauncher:
 def _native_launcher(hip_build: bool) -> NativeLauncher | None:
     """The native launcher with the driver's launch function (hipModuleLaunchKernel or
     cuLaunchKernel of the library torch loaded), or None where either is missing."""
-    from occtune import native
+    from occtune.build import native
 
     mod = native.module()
     if mod is None:

@@ -249,7 +249,7 @@ def devices() -> list | None:
     (node properties) reports it; [] without a GPU driver; None where a driver is present but
     neither identifies its GPUs (then no replays)."""
     from occtune.engine.env import driver_version
-    from occtune.targets import driver_present
+    from occtune.model.targets import driver_present
 
     gpus = _nvml_gpus()
     if gpus is None:

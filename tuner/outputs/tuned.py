@@ -35,7 +35,7 @@ RESULTS_ENV = "OCCTUNE_RESULTS"
 
 def results_dir() -> Path:
     env = os.environ.get(RESULTS_ENV)
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "results"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "results"
 
 
 @functools.lru_cache(maxsize=8)
@@ -45,7 +45,7 @@ def _target_of(device: str) -> str | None:
 
         if device.startswith("cpu") or not torch.cuda.is_available():
             return None
-        from occtune.targets import device_target
+        from occtune.model.targets import device_target
 
         return device_target(torch, device) or None
     except (ImportError, RuntimeError, AssertionError):   # no torch, or a device torch cannot query

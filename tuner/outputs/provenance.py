@@ -12,7 +12,7 @@ from occtune import __version__
 from pathlib import Path
 
 # The checkout root when occtune runs from its own source tree (tuner/ is the occtune package).
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _pkg_version(name: str) -> str | None:

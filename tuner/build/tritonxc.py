@@ -12,7 +12,7 @@ Kernels defined while ``TRITON_INTERPRET=1`` is set are interpreter objects that
 compiled; :func:`compilable_module` imports a second copy of their module with the interpreter
 switched off, so tests under the interpreter can still cross-compile.
 
-:func:`occtune.compiled.triton_resources` turns :func:`compile_info` into a cached ``Resources``
+:func:`occtune.build.compiled.triton_resources` turns :func:`compile_info` into a cached ``Resources``
 with the compiler named (``compiled: triton 3.9.0 (LLVM 24) gfx950``).
 """
 

@@ -3,7 +3,7 @@ time -> select -> one results writer.
 
 A :class:`SweepRequest` (a frozen bundle of everything a sweep needs) goes in; :func:`run_request`
 picks the analytic sweep (no GPU of the target here, or ``analytic=True``: resources and occupancy
-only, :mod:`occtune.engine.analytic`) or the timed one (the local GPU: :func:`occtune.timed.run_timed`),
+only, :mod:`occtune.engine.analytic`) or the timed one (the local GPU: :func:`occtune.pipeline.timed.run_timed`),
 writes ``<out>/<target>/<family>.yaml`` and prints a table or one JSON document. ``tune sweep``
 is this function behind click; family verbs (``tune topk``, ``tune rope``) build a request from their
 own options.
@@ -18,7 +18,7 @@ from occtune.engine.family import short as _short
 from occtune.engine.options import RunOptions, TimingOptions, check_untimed
 from occtune.engine.sweep import default_configs
 from occtune.errors import UserError
-from occtune.targets import resolve_target
+from occtune.model.targets import resolve_target
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def valid_configs(family, configs: list[dict], workloads: list[dict]) -> tuple[l
 
 def _analytic(family, target, configs, workloads, req: SweepRequest):
     from occtune.engine.analytic import analytic_sweep
-    from occtune.results import analytic_document, out_folder, results_path, write_results
+    from occtune.outputs.results import analytic_document, out_folder, results_path, write_results
 
     valid, skipped = valid_configs(family, configs, workloads)
     result = analytic_sweep(family, target, valid)
@@ -95,8 +95,8 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
 def _timed(family, target, configs, workloads, req: SweepRequest):
     """The timed sweep on the local GPU (``target``), or on the CPU when ``target`` is None."""
     from occtune.engine.sweep import SweepHooks
-    from occtune.results import out_folder
-    from occtune.timed import Output, run_timed
+    from occtune.outputs.results import out_folder
+    from occtune.pipeline.timed import Output, run_timed
 
     hooks = SweepHooks() if target is None else SweepHooks(
         fits=lambda c: _fits(family, target, c), peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9)

@@ -52,17 +52,17 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
               cache: Any = None) -> TimedRun:
     """Run, select, write and show one family's timed sweep (see the module docstring)."""
     from occtune.engine.options import RunOptions, check_devices
-    from occtune.engine.results import build_document, plain
+    from occtune.outputs.results import build_document, plain
     from occtune.engine.select import select
     from occtune.engine.sweep import SweepHooks, run_sweep
-    from occtune.results import results_path, write_results
+    from occtune.outputs.results import results_path, write_results
 
     options = options or RunOptions()
     check_devices(options.devices)
     if cache is not False:
-        from occtune import replay
+        from occtune.engine import replay
 
-        replay.allow()          # an unchanged rerun of this command may replay it (occtune.replay)
+        replay.allow()          # an unchanged rerun of this command may replay it (occtune.engine.replay)
     res = run_sweep(family, configs, workloads, device=device, timer=timer, options=options,
                     hooks=hooks or SweepHooks(), cache=cache, progress=output.progress)
     if not res.rows:

@@ -12,7 +12,7 @@ One schema for analytic and timed results (``occtune.results/2``)::
     provenance: {target, device, arch, driver, runtime, torch, triton, python, occtune,
                  git_revision, date, host, ...}
 
-Timed results (:mod:`occtune.engine.results`) add ``per_workload`` (``[{workload: {...}, winner:
+Timed results (:func:`build_document`) add ``per_workload`` (``[{workload: {...}, winner:
 {...}, median_us}]``), ``excluded`` (``[{config: {...}, reason}]``), ``grid`` and ``sweep``.
 Configs and workloads are always mappings, never JSON strings. Floats are written to what was
 measured: times in microseconds (``*_us``) to 3 decimals (nanoseconds), everything else to 6
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from occtune.engine.family import key_of
 from occtune.errors import UserError
 from occtune.fsutil import atomic_write_yaml
 from occtune.validate import NAME, Rule, check_keys, load, parse_yaml, read_yaml, spec
@@ -63,7 +64,7 @@ class ResultsFile:
     sweep: dict = spec(Rule(dict), default=None)
 
 
-# The row fields that readers (tune report, tune export, occtune.tuned) use; a row may carry others.
+# The row fields that readers (tune report, tune export, occtune.outputs.tuned) use; a row may carry others.
 _RESOURCES = {k: _COUNT for k in ("threads", "static_lds", "dynamic_lds", "regs", "vgprs", "agprs", "sgprs")}
 ROW_FIELDS = {
     "config": Rule(dict), "workload": Rule(dict), "status": Rule(str), "reason": Rule(str, nullable=True),
@@ -77,7 +78,7 @@ CONFIG_FIELDS = {"threads": _COUNT}      # a config key readers compute with (th
 
 def analytic_document(result, target) -> dict:
     """The results document of an analytic sweep (occtune.engine.analytic.AnalyticResult)."""
-    from occtune import provenance
+    from occtune.outputs import provenance
 
     w = result.winner
     sources = sorted({r["resources_source"] for r in result.rows})
@@ -185,3 +186,77 @@ def load_results(path: str | Path) -> dict:
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_1:
         doc = upgrade(doc)
     return validate(doc, str(path))
+
+
+# ---- the document of a timed sweep: the winner, every row, the grid and provenance --------------
+# Raw samples stay in the point cache; rows carry a summary (median, quartiles, IQR, min, max, n).
+
+
+def _timed_provenance(result, target: str | None) -> dict:
+    from occtune.outputs.provenance import collect
+
+    return collect(target=target, fingerprint=result.fingerprint)
+
+
+def row_summary(r: dict, speedup: float | None) -> dict:
+    out = {"config": r["config"], "workload": r["workload"], "status": r["status"]}
+    if r.get("reason"):
+        out["reason"] = r["reason"]
+    t = r.get("timing")
+    if t:
+        s = t.get("samples_us") or [t["median_us"]]
+        out.update({"median_us": round(t["median_us"], 3), "q1_us": round(t["q1_us"], 3),
+                    "q3_us": round(t["q3_us"], 3), "iqr_us": round(t["iqr_us"], 3),
+                    "min_us": round(min(s), 3), "max_us": round(max(s), 3), "n_samples": len(s),
+                    "method": t.get("method", "")})
+    for k in ("gbps", "pct_of_floor", "diagnostics", "resources", "cached"):
+        if r.get(k) not in (None, {}, []):
+            out[k] = r[k]
+    if speedup is not None:
+        out["speedup"] = round(speedup, 4)
+    extra = {k: v for k, v in r.items() if k not in out and k not in
+             ("timing", "wall_s", "fp", "fatal", "reason", "cached", "phases")}
+    out.update(extra)          # analytic columns from annotate(): blocks_per_cu, dynamic_lds_bytes ...
+    return out
+
+
+def _speedups(result) -> dict:
+    base = {key_of(r["workload"]): r["timing"]["median_us"] for r in result.rows
+            if r["status"] == "ok" and r["config"] == result.baseline and r.get("timing")}
+    return {(key_of(r["config"]), key_of(r["workload"])): base[key_of(r["workload"])] / r["timing"]["median_us"]
+            for r in result.rows if r["status"] == "ok" and r.get("timing") and key_of(r["workload"]) in base}
+
+
+def build_document(result, selection, target: str | None = None, assumptions: list | dict | None = None) -> dict:
+    sp = _speedups(result)
+    win = None
+    if selection.winner is not None:
+        win = {"config": selection.winner, "explanation": selection.explanation,
+               **{k: v for k, v in selection.details.items() if k != "winner"}}
+    return {
+        "schema": SCHEMA, "family": result.family, "target": target, "timed": True,
+        "winner": win,
+        "per_workload": [dict(p, median_us=round(p["median_us"], 3)) if p.get("median_us") is not None else p
+                         for p in selection.per_workload],
+        "excluded": [{"config": json.loads(k), "reason": why} for k, why in selection.excluded.items()],
+        "grid": {"axes": result.axes, "configs": result.configs, "workloads": result.workloads,
+                 "baseline": result.baseline},
+        "rows": [row_summary(r, sp.get((key_of(r["config"]), key_of(r["workload"])))) for r in result.rows],
+        "assumptions": dict(assumptions) if isinstance(assumptions, dict) else list(assumptions or []),
+        "sweep": {"wall_s": round(result.wall_s, 3), "measured": result.n_measured, "cached": result.n_cached,
+                  "counts": result.counts(), "cache": result.cache_path, "profile": result.profile()},
+        "provenance": _timed_provenance(result, target),
+    }
+
+
+def plain(obj):
+    """Only YAML-safe types: tuples become lists, str subclasses (TorchVersion) plain str."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, str):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    return str(obj)

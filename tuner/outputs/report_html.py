@@ -10,7 +10,7 @@ from html import escape
 
 from occtune import __version__
 from occtune.engine.family import key_of
-from occtune.engine.report import Source, Timings, config_label, workload_label
+from occtune.outputs.report import Source, Timings, config_label, workload_label
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#222}

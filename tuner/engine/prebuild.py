@@ -1,6 +1,6 @@
 """Build layer: cache ``family.build(config, device)`` by (source hash, config, device arch), in parallel.
 
-Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.rtc`` with ``-D`` macros, or
+Whatever a family's ``build`` does (NVRTC/hiprtc through ``occtune.build.rtc`` with ``-D`` macros, or
 binding Triton constexpr meta-parameters) is called at most once per key per process. A build
 that raises is remembered as a :class:`BuildFailure` (its one-line reason), not retried.
 
@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from occtune.engine.family import Family, key_of
-from occtune.rtc import log_compile
+from occtune.build.rtc import log_compile
 
 
 @dataclass
@@ -49,7 +49,7 @@ def device_arch(device: Any) -> str:
     try:
         import torch
 
-        from occtune.targets import device_target
+        from occtune.model.targets import device_target
 
         dev = torch.device(device) if device is not None else torch.device("cpu")
         if dev.type == "cuda" and torch.cuda.is_available():

@@ -1,7 +1,7 @@
 """The report's figures (matplotlib, Agg): the occupancy cliff, time per workload, speed-up.
 
 Each function draws one PNG and returns (path, caption): the caption says what the figure shows
-and goes under it in the HTML page. See :mod:`occtune.engine.report` for what is plotted.
+and goes under it in the HTML page. See :mod:`occtune.outputs.report` for what is plotted.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from occtune.engine.family import key_of
 from occtune.errors import UserError
-from occtune.engine.report import CliffSeries, Timings, config_label, value_label, workload_label
+from occtune.outputs.report import CliffSeries, Timings, config_label, value_label, workload_label
 
 WINNER = dict(marker="*", markersize=17, color="gold", markeredgecolor="black", linestyle="none", zorder=6)
 RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="crimson", markeredgewidth=2,

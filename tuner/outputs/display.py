@@ -37,7 +37,7 @@ def rows_table(doc: dict, title: str | None = None, limit: int = 200) -> Table:
 
 
 def sweep_table(result, selection) -> Table:
-    from occtune.engine.results import build_document
+    from occtune.outputs.results import build_document
 
     doc = build_document(result, selection)
     return rows_table(doc, title=f"{result.family}: {len(result.rows)} points "

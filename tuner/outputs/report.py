@@ -29,7 +29,7 @@ from pathlib import Path
 
 from occtune.engine.family import key_of
 from occtune.errors import UserError
-from occtune.results import load_results
+from occtune.outputs.results import load_results
 
 # CSV columns that are measurements or provenance, never config (besides median_us / iqr_us).
 _NOT_CONFIG = {"median_us", "iqr_us", "gbps", "pct_floor", "floor_us", "x_floor", "pct_of_floor_speed",
@@ -144,7 +144,7 @@ def read_benchmark_csv(path: Path) -> dict:
 
 
 def _is_target(name: str) -> bool:
-    from occtune.targets import all_targets
+    from occtune.model.targets import all_targets
 
     return name in all_targets()
 
@@ -295,7 +295,7 @@ def _resources(row: dict) -> dict | None:
 
 
 def _blocks(target, fixed: dict, dynamic: int) -> int:
-    from occtune.occupancy import KernelResources, occupancy
+    from occtune.model.occupancy import KernelResources, occupancy
 
     occ = occupancy(target, KernelResources(threads=fixed["threads"], static_lds=fixed["static_lds_bytes"],
                                             dynamic_lds=dynamic, regs=fixed["regs"], vgprs=fixed["vgprs"],
@@ -325,7 +325,7 @@ def dense_steps(target, fixed: dict) -> tuple[list[tuple[int, int]], list[tuple[
 
 def cliff(src: Source):
     """(target, [CliffSeries]) of rows that sweep an LDS budget at fixed other resources."""
-    from occtune.targets import all_targets
+    from occtune.model.targets import all_targets
 
     target = all_targets().get(src.doc.get("target") or "")
     if target is None:
@@ -367,7 +367,7 @@ def _fixed_label(fixed: dict, target) -> str:
 # --- one report per input -----------------------------------------------------------------------
 def make_report(paths, out: str | None = None) -> list[dict]:
     """Plots and an HTML page for every input; returns one summary per input."""
-    from occtune.engine import plots, report_html
+    from occtune.outputs import plots, report_html
     from occtune.fsutil import atomic_write_text
 
     summaries = []

@@ -11,12 +11,12 @@ compiled it:
   then ``clang-NN``/``clang`` on PATH (Debian's clang-19 builds gfx90a/gfx942, not gfx950).
   A compiler that does not know the target is skipped for the next one.
 - :func:`cuda_resources`: CUDA C++ through NVRTC (the ``nvidia-cuda-nvrtc-cu12`` wheel, the
-  same route as the runtime build in :mod:`occtune.rtc`) or else ``nvcc``; ``ptxas -v`` gives
+  same route as the runtime build in :mod:`occtune.build.rtc`) or else ``nvcc``; ``ptxas -v`` gives
   registers, static shared memory, stack and spill stores per kernel for ``sm_NN``.
 - :func:`triton_resources`: a Triton kernel cross-compiled by Triton for the target through
-  :mod:`occtune.tritonxc` (AMD numbers from the ``.amdgcn`` text, NVIDIA from ``cuobjdump``).
+  :mod:`occtune.build.tritonxc` (AMD numbers from the ``.amdgcn`` text, NVIDIA from ``cuobjdump``).
 
-Results are cached on disk (:mod:`occtune.diskcache`, namespace ``compiled``) by (source hash,
+Results are cached on disk (:mod:`occtune.build.diskcache`, namespace ``compiled``) by (source hash,
 macros, target, compiler version). Errors (:mod:`occtune.errors`): :class:`NoCompilerError` when
 nothing here can build for the target (callers may fall back to an assumption, and must say so);
 :class:`CompileError` when a compiler ran and failed (one line: compiler, target, first error).
@@ -36,10 +36,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from occtune.diskcache import memo, source_hash
+from occtune.build.diskcache import memo, source_hash
 from occtune.engine.family import Resources
 from occtune.errors import CompileError, NoCompilerError, UserError  # noqa: F401 - re-exported
-from occtune.rtc import build_options
+from occtune.build.rtc import build_options
 
 NO_COMPILERS_ENV = "OCCTUNE_NO_COMPILERS"
 COMPILE_TIMEOUT_S = 600
@@ -64,7 +64,7 @@ def disabled() -> bool:
 
 def llvm_major_of(source: str) -> int | None:
     """The LLVM major version behind a ``Resources.source`` label (clang's own, or Triton's
-    bundled one), for :func:`occtune.occupancy.llvm_amd_occupancy`; None if not an LLVM build."""
+    bundled one), for :func:`occtune.model.occupancy.llvm_amd_occupancy`; None if not an LLVM build."""
     m = re.search(r"\(LLVM (\d+)\)", source) or re.match(r"compiled: clang (\d+)\.", source)
     return int(m.group(1)) if m else None
 
@@ -372,7 +372,7 @@ def _triton_build(fn, signature: dict, constexprs: dict, attrs: dict, target: st
     import triton
     from triton.compiler.errors import CompilationError
 
-    from occtune.tritonxc import compile_info
+    from occtune.build.tritonxc import compile_info
 
     try:
         info = compile_info(fn, signature, constexprs, attrs, target, options)
@@ -387,12 +387,12 @@ def _triton_build(fn, signature: dict, constexprs: dict, attrs: dict, target: st
 def triton_resources(fn, signature: dict, constexprs: dict, attrs: dict, *, target: str,
                      options: dict) -> Resources:
     """Per-block resources of a Triton kernel (a ``JITFunction``: see
-    :func:`occtune.tritonxc.compilable_module`) compiled for ``target`` with the specialisation its
+    :func:`occtune.build.tritonxc.compilable_module`) compiled for ``target`` with the specialisation its
     launcher would make and launch ``options`` (num_warps, num_stages, ...), through
-    :func:`occtune.tritonxc.compile_info`; cached on disk. Triton launches with ``metadata.shared``
+    :func:`occtune.build.tritonxc.compile_info`; cached on disk. Triton launches with ``metadata.shared``
     bytes of dynamic shared memory/LDS on both vendors; the static part is the cubin's static
     shared memory or the AMD kernel's fixed group segment (all LLVM's occupancy sees)."""
-    from occtune.tritonxc import gpu_target
+    from occtune.build.tritonxc import gpu_target
 
     backend = gpu_target(target).backend
     if disabled():

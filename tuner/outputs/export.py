@@ -32,7 +32,7 @@ from pathlib import Path
 
 from occtune import __version__
 from occtune.errors import UserError
-from occtune.tuned import key_text, workload_table
+from occtune.outputs.tuned import key_text, workload_table
 
 BUILTIN_FORMATS = ("header", "flags", "json", "triton")
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -141,7 +141,7 @@ def other_device_pass(target: str) -> str:
 
 
 def _known_targets() -> list[str]:
-    from occtune.targets import all_targets
+    from occtune.model.targets import all_targets
 
     return sorted(all_targets())
 

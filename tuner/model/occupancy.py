@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from occtune.targets import Target
+from occtune.model.targets import Target
 
 
 @dataclass(frozen=True)

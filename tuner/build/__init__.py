@@ -1,0 +1,1 @@
+"""Building and launching kernels: runtime compilers, compiled resources, the native launcher."""

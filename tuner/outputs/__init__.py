@@ -1,0 +1,1 @@
+"""What the engine writes: results documents, provenance, exports, reports and plots."""
