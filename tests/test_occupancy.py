@@ -2,7 +2,7 @@
 
 import pytest
 
-from occtune.model.occupancy import KernelResources as R
+from occtune.model.occupancy import Resources as R
 from occtune.model.occupancy import occupancy
 from occtune.model.targets import load_target
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from occtune.model.occupancy import (KernelResources, amd_occupancy, amd_waves_by_sgprs, amd_waves_by_vgprs,
+from occtune.model.occupancy import (Resources, amd_occupancy, amd_waves_by_sgprs, amd_waves_by_vgprs,
                              llvm_amd_occupancy, occupancy)
 from occtune.model.targets import load_target
 
@@ -33,9 +33,9 @@ AMD_CASES = AMD["cases"] if AMD else []
 NVIDIA_CASES = [c for c in (NVIDIA or {}).get("cases", []) if "driver_blocks_per_sm" in c]
 
 
-def _amd_resources(c: dict) -> KernelResources:
+def _amd_resources(c: dict) -> Resources:
     # Only the LDS LLVM sees: Triton's (dynamic, given at launch) is not part of its answer.
-    return KernelResources(threads=c["threads"], static_lds=c["lds"], vgprs=c["vgprs"],
+    return Resources(threads=c["threads"], static_lds=c["lds"], vgprs=c["vgprs"],
                            agprs=c["agprs"], sgprs=c["sgprs"])
 
 
@@ -125,7 +125,7 @@ def test_hardware_model_counts_triton_dynamic_lds():
     lower = 0
     for c in cases:
         t = load_target(c["target"])
-        res = KernelResources(threads=c["threads"], dynamic_lds=c["dynamic_lds"], vgprs=c["vgprs"],
+        res = Resources(threads=c["threads"], dynamic_lds=c["dynamic_lds"], vgprs=c["vgprs"],
                               agprs=c["agprs"], sgprs=c["sgprs"])
         occ = amd_occupancy(t, res)
         assert occ.waves_per_simd <= c["occupancy"], c["id"]
@@ -140,7 +140,7 @@ def test_hardware_model_counts_triton_dynamic_lds():
 @pytest.mark.parametrize("case", NVIDIA_CASES or [None], ids=[c["id"] for c in NVIDIA_CASES] or ["none"])
 def test_nvidia_occupancy_matches_driver(case):
     target = load_target(case.get("target", "sm_90"))
-    res = KernelResources(threads=case["threads"], static_lds=case["static_smem"],
+    res = Resources(threads=case["threads"], static_lds=case["static_smem"],
                           dynamic_lds=case["dynamic_smem"], regs=case["regs"])
     occ = occupancy(target, res)
     assert occ.blocks_per_cu == case["driver_blocks_per_sm"], (

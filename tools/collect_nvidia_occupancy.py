@@ -233,7 +233,7 @@ def collect(drv: Driver, cubins, target: str, optin: int, log) -> tuple[list[dic
 
 def compare_with_model(cases: list[dict]) -> list[str]:
     try:
-        from occtune.model.occupancy import KernelResources, occupancy
+        from occtune.model.occupancy import Resources, occupancy
         from occtune.model.targets import load_target
     except Exception as e:  # noqa: BLE001
         return [f"model unavailable: {e}"]
@@ -242,7 +242,7 @@ def compare_with_model(cases: list[dict]) -> list[str]:
         if "driver_blocks_per_sm" not in c:
             continue
         try:
-            occ = occupancy(load_target(c["target"]), KernelResources(
+            occ = occupancy(load_target(c["target"]), Resources(
                 threads=c["threads"], static_lds=c["static_smem"], dynamic_lds=c["dynamic_smem"], regs=c["regs"]))
             if occ.blocks_per_cu != c["driver_blocks_per_sm"]:
                 bad.append(f"{c['id']}: driver {c['driver_blocks_per_sm']}, model {occ.blocks_per_cu} ({occ.limiter})")

@@ -18,11 +18,23 @@ from pathlib import Path
 
 import yaml
 
-from occtune.engine import replay
 from occtune.errors import UserError
 
 
 INTERRUPTED = threading.Event()     # set once SIGINT arrived in this process (see on_interrupt)
+_WRITE_LISTENERS: list = []         # called with (path, text) after each write (occtune.engine.replay notes them)
+
+
+def cache_dir() -> Path:
+    """occtune's cache folder: ``$OCCTUNE_CACHE_DIR``, else ``~/.cache/occtune``."""
+    d = os.environ.get("OCCTUNE_CACHE_DIR")
+    return Path(d) if d else Path.home() / ".cache" / "occtune"
+
+
+def listen_to_writes(listener) -> None:
+    """Call ``listener(path, text)`` after every successful :func:`atomic_write_text`."""
+    if listener not in _WRITE_LISTENERS:
+        _WRITE_LISTENERS.append(listener)
 
 
 def on_interrupt(signum, frame):
@@ -52,7 +64,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             os.fsync(f.fileno())
         _stop_if_interrupted()
         os.replace(tmp, path)
-        replay.note_written(path, text)
+        for listener in _WRITE_LISTENERS:
+            listener(path, text)
     except BaseException as e:    # Ctrl-C included
         _undo(tmp, made)
         if isinstance(e, OSError):

@@ -369,11 +369,11 @@ _RESIDENT: dict = {}
 def blocks_per_sm(target: str, kernel) -> int:
     """Blocks of a compiled Triton ``kernel`` resident per SM of ``target`` (its warps, registers
     and shared memory through occtune.model.occupancy; at least 1)."""
-    from occtune.model.occupancy import KernelResources, nvidia_occupancy
+    from occtune.model.occupancy import Resources, nvidia_occupancy
     from occtune.model.targets import load_target
 
     if getattr(kernel, "n_regs", None) is None:
         kernel._init_handles()      # Triton loads the module (and reads its registers) on first launch
-    res = KernelResources(threads=kernel.metadata.num_warps * 32, dynamic_lds=kernel.metadata.shared,
+    res = Resources(threads=kernel.metadata.num_warps * 32, dynamic_lds=kernel.metadata.shared,
                           regs=kernel.n_regs)
     return max(1, nvidia_occupancy(load_target(target), res).blocks_per_cu)

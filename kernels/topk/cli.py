@@ -24,7 +24,7 @@ from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, reject_timed_options, sweep_options
 from occtune.errors import UserError
-from occtune.model.occupancy import KernelResources, occupancy
+from occtune.model.occupancy import Resources, occupancy
 from occtune.output import console, emit_json
 from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
 from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
@@ -345,13 +345,13 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
     from occtune.kernels import topk as tk
     from occtune.build import rtc
     from occtune.kernels.topk.analysis import capacity_for
-    from occtune.model.occupancy import KernelResources, occupancy
+    from occtune.model.occupancy import Resources, occupancy
 
     budget, threads = int(config["lds_budget"]), int(config["threads"])
     handle = tk.build(budget, threads, int(config["bits"]))
     info = handle.info or {}
     static = info.get("static_smem")
-    occ = occupancy(target, KernelResources(threads=threads, static_lds=static if static is not None else sweep.static_lds,
+    occ = occupancy(target, Resources(threads=threads, static_lds=static if static is not None else sweep.static_lds,
                                             dynamic_lds=budget, regs=info.get("num_regs") or 0))
     driver = rtc.occupancy_query(handle, threads, budget)
     cap = capacity_for(sweep, budget)
@@ -371,7 +371,7 @@ class _TimedChecks:
         self.target, self.sweep, self.checks = target, sweep, {}
 
     def fits(self, config):
-        occ = occupancy(self.target, KernelResources(threads=config["threads"], static_lds=self.sweep.static_lds,
+        occ = occupancy(self.target, Resources(threads=config["threads"], static_lds=self.sweep.static_lds,
                                                      dynamic_lds=config["lds_budget"]))
         return occ.fits, occ.reason
 

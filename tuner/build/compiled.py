@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from occtune.build.diskcache import memo, source_hash
-from occtune.engine.family import Resources
+from occtune.model.occupancy import Resources
 from occtune.errors import CompileError, NoCompilerError, UserError  # noqa: F401 - re-exported
 from occtune.build.rtc import build_options
 

@@ -1,7 +1,7 @@
 """A small on-disk memo for deterministic, expensive results (compiled resources, tie statistics).
 
 One JSON file per key under ``<cache dir>/<namespace>/``, named by the hash of the key; the cache
-dir is ``$OCCTUNE_CACHE_DIR`` or ``~/.cache/occtune`` (:func:`occtune.engine.cache.default_dir`).
+dir is ``$OCCTUNE_CACHE_DIR`` or ``~/.cache/occtune`` (:func:`occtune.fsutil.cache_dir`).
 The key must hold everything the value depends on (source hash, options, tool version). A file
 that cannot be read or parsed is recomputed; a cache that cannot be written is skipped: the value
 is still returned, only not remembered.
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from occtune.engine.cache import default_dir
+from occtune.fsutil import cache_dir
 
 
 def source_hash(text: str) -> str:
@@ -29,7 +29,7 @@ def key_hash(key: dict) -> str:
 
 
 def path_for(namespace: str, key: dict) -> Path:
-    return default_dir() / namespace / f"{key_hash(key)}.json"
+    return cache_dir() / namespace / f"{key_hash(key)}.json"
 
 
 def memo(namespace: str, key: dict, compute: Callable[[], dict]) -> dict:

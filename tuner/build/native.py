@@ -75,12 +75,12 @@ def _import(path: Path):
 
 def built_path() -> Path:
     """Where the module built from this source for this Python lives."""
-    from occtune.engine.cache import default_dir
+    from occtune.fsutil import cache_dir
 
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     key = hashlib.sha256(SOURCE.read_bytes() + suffix.encode() + sysconfig.get_paths()["include"].encode()
                          ).hexdigest()[:16]
-    return default_dir() / "native" / key / f"{MODULE}{suffix}"
+    return cache_dir() / "native" / key / f"{MODULE}{suffix}"
 
 
 def compiler() -> list[str]:

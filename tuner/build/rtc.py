@@ -175,9 +175,9 @@ def log_compile(what: str) -> None:
 
 
 def _binary_dir():
-    from occtune.engine.cache import default_dir
+    from occtune.fsutil import cache_dir
 
-    return default_dir() / "rtc"
+    return cache_dir() / "rtc"
 
 
 def _compile_or_load(torch, fn, source: str, name: str, arch: str, options: list[str]):

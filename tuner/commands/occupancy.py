@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from occtune.errors import UserError
-from occtune.model.occupancy import KernelResources, occupancy
+from occtune.model.occupancy import Resources, occupancy
 from occtune.output import console, emit_json
 from occtune.model.targets import load_target
 from occtune.units import format_size
@@ -49,12 +49,13 @@ def command(target_name, threads, static_lds, dynamic_lds, vgprs, agprs, sgprs, 
         raise UserError(f"--regs is for NVIDIA targets; for {target.name} give --vgprs/--agprs/--sgprs")
     if not target.is_amd and any(v is not None for v in (vgprs, agprs, sgprs)):
         raise UserError(f"--vgprs/--agprs/--sgprs are for AMD targets; for {target.name} give --regs")
-    res = KernelResources(threads=threads, static_lds=static_lds, dynamic_lds=dynamic_lds, vgprs=vgprs or 0,
-                          agprs=agprs or 0, sgprs=sgprs or 0, regs=regs or 0)
+    res = Resources(threads=threads, static_lds=static_lds, dynamic_lds=dynamic_lds, vgprs=vgprs, agprs=agprs,
+                    sgprs=sgprs, regs=regs, source="given")
     occ = occupancy(target, res)
     if as_json:
         doc = occ.to_dict()
-        doc["inputs"] = res.__dict__
+        doc["inputs"] = {"threads": threads, "static_lds": static_lds, "dynamic_lds": dynamic_lds,
+                         **{k: v or 0 for k, v in (("vgprs", vgprs), ("agprs", agprs), ("sgprs", sgprs), ("regs", regs))}}
         emit_json(doc)
         return
     unit = "CU" if target.is_amd else "SM"

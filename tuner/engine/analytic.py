@@ -9,12 +9,12 @@ its own columns (``analytic_columns``: top-k's tie capacity, say) and picks the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from occtune.build.compiled import llvm_major_of
-from occtune.engine.family import Family, Resources
+from occtune.engine.family import Family
 from occtune.errors import CompileError
-from occtune.model.occupancy import KernelResources, llvm_amd_occupancy, occupancy
+from occtune.model.occupancy import Resources, llvm_amd_occupancy, occupancy
 
 
 @dataclass
@@ -31,9 +31,7 @@ def occupancy_row(target, config: dict, res: Resources) -> dict:
     """One config's resources and the occupancy model's verdict on ``target``; on AMD, beside the
     compiler's own occupancy remark, our reproduction of it (``llvm_model_waves``: the same
     inputs LLVM sees, so it must equal the remark) and why the hardware model differs, if it does."""
-    occ = occupancy(target, KernelResources(
-        threads=res.threads, static_lds=res.static_lds, dynamic_lds=res.dynamic_lds,
-        vgprs=res.vgprs or 0, agprs=res.agprs or 0, sgprs=res.sgprs or 0, regs=res.regs or 0))
+    occ = occupancy(target, res)
     row = {
         "config": dict(config), "threads": res.threads, "static_lds_bytes": res.static_lds,
         "dynamic_lds_bytes": res.dynamic_lds, "regs": res.regs, "vgprs": res.vgprs, "agprs": res.agprs,
@@ -54,9 +52,8 @@ def llvm_model_waves(target, res: Resources) -> int:
     """:func:`occtune.model.occupancy.llvm_amd_occupancy` on what LLVM sees of this kernel: its static LDS
     (not the dynamic), registers, and the flat workgroup range ``1..threads`` that HIP's
     ``__launch_bounds__`` and Triton both emit, for the LLVM version that compiled it."""
-    return llvm_amd_occupancy(target, KernelResources(
-        threads=res.threads, static_lds=res.static_lds, vgprs=res.vgprs or 0, agprs=res.agprs or 0,
-        sgprs=res.sgprs or 0), flat_wg_range=(1, res.threads), llvm_major=llvm_major_of(res.source))
+    return llvm_amd_occupancy(target, replace(res, dynamic_lds=0), flat_wg_range=(1, res.threads),
+                              llvm_major=llvm_major_of(res.source))
 
 
 def occupancy_note(target, row: dict) -> str:

@@ -24,13 +24,9 @@ from occtune.engine import replay
 from occtune.engine import env
 from occtune.engine.family import key_of
 from occtune.errors import UserError
+from occtune.fsutil import cache_dir
 
 SCHEMA = "occtune-cache/1"
-
-
-def default_dir() -> Path:
-    d = os.environ.get("OCCTUNE_CACHE_DIR")
-    return Path(d) if d else Path.home() / ".cache" / "occtune"
 
 
 def point_key(config: dict, workload: dict) -> str:
@@ -52,7 +48,7 @@ class PointCache:
 
     @classmethod
     def open(cls, fingerprint: dict, directory=None, fresh: bool = False) -> "PointCache":
-        directory = Path(directory) if directory else default_dir()
+        directory = Path(directory) if directory else cache_dir()
         name = f"{_slug(fingerprint['family'])}-{_slug(fingerprint['device_name'])}.jsonl"
         path = directory / name
         replay.note_input(path)       # a replay of this run needs this file as the run left it

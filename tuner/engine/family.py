@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from occtune.engine.phases import phase  # noqa: F401 - for families: with phase("reference"): ...
+from occtune.model.occupancy import Resources  # noqa: F401 - part of the Family contract
 
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
 Workload = dict    # e.g. {"B": 64, "L": 131072, "K": 2048}
@@ -30,25 +31,6 @@ def short(d: dict) -> str:
 def key_of(d: dict) -> str:
     """Canonical, order-independent string of a config or workload (cache and dedup key)."""
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What one compiled config uses per block, as the compiler reports it."""
-
-    threads: int
-    static_lds: int = 0
-    dynamic_lds: int = 0
-    vgprs: int | None = None      # AMD arch VGPRs
-    agprs: int | None = None      # AMD accumulation VGPRs
-    sgprs: int | None = None      # AMD scalar registers
-    regs: int | None = None       # NVIDIA registers per thread
-    scratch_bytes: int | None = None   # private memory per lane/thread: spilled VGPRs/registers and
-                                       # stack (AMD ScratchSize, NVIDIA stack frame); SGPR spills to
-                                       # VGPR lanes are not in it
-    source: str = "assumed"       # where the numbers came from: "compiled: clang 22.1.8 gfx950",
-                                  # "driver", "assumed: <why>"
-    compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
 
 
 @dataclass

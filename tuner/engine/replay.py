@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from occtune.fsutil import atomic_write_text, cache_dir, listen_to_writes
+
 _ENV_PREFIXES = ("OCCTUNE_", "TRITON_", "CUDA_", "HIP_", "ROCR_", "ROCM_", "NVIDIA_", "PYTORCH_", "TORCH_")
 _ENV_IGNORED = ("OCCTUNE_NO_REPLAY",)
 
@@ -116,6 +118,9 @@ def note_written(path, text: str) -> None:
         _STATE.files[str(Path(path).resolve())] = text
 
 
+listen_to_writes(note_written)
+
+
 def finish(exit_code: int) -> None:
     """Stop teeing; record the run if it succeeded and was allowed."""
     global _STATE
@@ -131,8 +136,6 @@ def finish(exit_code: int) -> None:
         return
     rec = {"key": st.key, "argv": st.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
            "inputs": inputs, "files": st.files, "stdout": "".join(st.tee.parts if st.tee else [])}
-    from occtune.fsutil import atomic_write_text
-
     try:
         atomic_write_text(_record_path(st.key), json.dumps(rec))
         _prune(_record_path(st.key).parent)
@@ -150,8 +153,6 @@ def _prune(folder: Path) -> None:
 
 
 def _replay(rec: dict) -> None:
-    from occtune.fsutil import atomic_write_text
-
     for path, text in rec["files"].items():
         atomic_write_text(path, text)
     out = rec["stdout"]
@@ -299,9 +300,7 @@ def _amd_nodes() -> list | None:
 
 # ---- records -------------------------------------------------------------------------------------
 def _record_path(key: str) -> Path:
-    from occtune.engine.cache import default_dir
-
-    return default_dir() / "replay" / f"{key}.json"
+    return cache_dir() / "replay" / f"{key}.json"
 
 
 def _load(key: str) -> dict | None:

@@ -11,21 +11,35 @@ NVIDIA follows CUDA's ``cuda_occupancy.h``, checked against the driver's
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from occtune.model.targets import Target
 
 
 @dataclass(frozen=True)
-class KernelResources:
-    threads: int                 # threads per block / workgroup
-    static_lds: int = 0          # bytes of static LDS / shared memory
-    dynamic_lds: int = 0         # bytes of dynamic LDS / shared memory
-    vgprs: int = 0               # AMD: arch VGPRs per lane (0: unknown, not limiting)
-    agprs: int = 0               # AMD: accumulation VGPRs per lane
-    sgprs: int = 0               # AMD: SGPRs per wave, VCC/flat scratch/XNACK included as LLVM's
-                                 # NumSGPRsForWavesPerEU counts them (0: unknown, not limiting)
-    regs: int = 0                # NVIDIA: registers per thread (0: unknown, not limiting)
+class Resources:
+    """What one config uses per block / workgroup, as its compiler reports it (or as given). A
+    register count of None (or 0) is unknown and never limits."""
+
+    threads: int                         # threads per block / workgroup
+    static_lds: int = 0                  # bytes of static LDS / shared memory
+    dynamic_lds: int = 0                 # bytes of dynamic LDS / shared memory
+    vgprs: int | None = None             # AMD: arch VGPRs per lane
+    agprs: int | None = None             # AMD: accumulation VGPRs per lane
+    sgprs: int | None = None             # AMD: SGPRs per wave, VCC/flat scratch/XNACK included as LLVM's
+                                         # NumSGPRsForWavesPerEU counts them
+    regs: int | None = None              # NVIDIA: registers per thread
+    scratch_bytes: int | None = None     # private memory per lane/thread: spilled VGPRs/registers and
+                                         # stack (AMD ScratchSize, NVIDIA stack frame); SGPR spills to
+                                         # VGPR lanes are not in it
+    source: str = "assumed"              # where the numbers came from: "compiled: clang 22.1.8 gfx950",
+                                         # "driver", "assumed: <why>"
+    compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
+
+
+def _counted(res: Resources) -> Resources:
+    """``res`` with unknown registers as 0, which the formulas below read as "not limiting"."""
+    return replace(res, vgprs=res.vgprs or 0, agprs=res.agprs or 0, sgprs=res.sgprs or 0, regs=res.regs or 0)
 
 
 @dataclass
@@ -62,7 +76,7 @@ def _align(x: int, a: int) -> int:
     return _ceil_div(x, a) * a
 
 
-def occupancy(target: Target, res: KernelResources, *, lds_rounding: bool = True) -> Occupancy:
+def occupancy(target: Target, res: Resources, *, lds_rounding: bool = True) -> Occupancy:
     if res.threads <= 0:
         raise ValueError("threads per block must be positive")
     if target.vendor == "amd":
@@ -112,8 +126,8 @@ def amd_workgroups_by_waves(target: Target, waves_per_wg: int) -> int:
 AMD_EXTRA_SGPRS = 6
 
 
-def amd_occupancy(target: Target, res: KernelResources, *, lds_rounding: bool = True) -> Occupancy:
-    t = target
+def amd_occupancy(target: Target, res: Resources, *, lds_rounding: bool = True) -> Occupancy:
+    t, res = target, _counted(res)
     waves_per_wg = _ceil_div(res.threads, t.wave_size)
     lds_raw = res.static_lds + res.dynamic_lds
     lds = _align(lds_raw, t.lds_alloc_granularity) if (lds_rounding and lds_raw) else lds_raw
@@ -215,7 +229,7 @@ def llvm_occupancy_with_wg_sizes(target: Target, lds_bytes: int, lo: int, hi: in
     return clamp(min_waves // eus), clamp(_ceil_div(max_waves, eus))
 
 
-def llvm_amd_occupancy(target: Target, res: KernelResources, *,
+def llvm_amd_occupancy(target: Target, res: Resources, *,
                        flat_wg_range: tuple[int, int] | None = None,
                        llvm_major: int | None = None) -> int:
     """Waves per SIMD exactly as LLVM reports it (``; Occupancy: N`` in the assembly; the
@@ -229,7 +243,7 @@ def llvm_amd_occupancy(target: Target, res: KernelResources, *,
     The result is the minimum of the LDS/workgroup limit and the VGPR and SGPR limits
     (GCNSubtarget ``computeOccupancy``; AMDGPUMCExpr ``createOccupancy``).
     """
-    t = target
+    t, res = target, _counted(res)
     lo, hi = flat_wg_range or (res.threads, res.threads)
     if llvm_major is not None and llvm_major < LLVM_WG_RANGE_SINCE:
         lo = hi
@@ -243,8 +257,8 @@ def llvm_amd_occupancy(target: Target, res: KernelResources, *,
 # ------------------------------------------------------------------------------------- NVIDIA
 
 
-def nvidia_occupancy(target: Target, res: KernelResources) -> Occupancy:
-    t = target
+def nvidia_occupancy(target: Target, res: Resources) -> Occupancy:
+    t, res = target, _counted(res)
     warps_per_block = _ceil_div(res.threads, t.warp_size)
     smem_raw = res.static_lds + res.dynamic_lds
     smem = _align(smem_raw + t.reserved_shared_per_block, t.shared_alloc_unit)

@@ -295,9 +295,9 @@ def _resources(row: dict) -> dict | None:
 
 
 def _blocks(target, fixed: dict, dynamic: int) -> int:
-    from occtune.model.occupancy import KernelResources, occupancy
+    from occtune.model.occupancy import Resources, occupancy
 
-    occ = occupancy(target, KernelResources(threads=fixed["threads"], static_lds=fixed["static_lds_bytes"],
+    occ = occupancy(target, Resources(threads=fixed["threads"], static_lds=fixed["static_lds_bytes"],
                                             dynamic_lds=dynamic, regs=fixed["regs"], vgprs=fixed["vgprs"],
                                             agprs=fixed["agprs"], sgprs=fixed["sgprs"]))
     return occ.blocks_per_cu if occ.fits else 0
