@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark the radix top-k kernel per LDS budget against torch.topk and the read floor.
 
-    python3 benchmarks/bench_topk.py --out results/sm_90/topk_bench.csv
+    python3 benchmarks/bench_topk.py --shapes 1x8192,64x8192,8x131072,64x131072,256x131072,1x1048576,256x1048576 \
+        --budgets 32K,48K --bits 12 --threads 512,1024 --reps 15 --serve-calls 300 --out topk_serve_bench.csv
+
+(the table of results/sm_90/topk_serve_bench.csv; results/README.md says how each committed table was made)
 
 For every budget x coarse-key width x block size x (B, L) (the launcher's default path: on sm_90+
 split rows go to the cluster kernel; on long rows also two comparison runs: one block per row,
@@ -143,7 +146,7 @@ def parse_lists(a) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="radix top-k benchmark")
-    ap.add_argument("--out", default="results/topk_bench.csv")
+    ap.add_argument("--out", default="topk_bench.csv", help="CSV to write (default: ./topk_bench.csv)")
     ap.add_argument("--budgets", default="32K,48K")
     ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
     ap.add_argument("--threads", default="512,1024", help="block sizes to sweep")

@@ -52,7 +52,8 @@ def run_sweep(name: str, family: str, extra: list[str], work: Path, fresh_compil
     cmd = [sys.executable, "-m", "occtune", *VERBS[family], "--json", "--profile-sweep",
            "--cache", str(cache), "--out", str(out), *extra]
     # CUDA_CACHE_PATH: the CUDA 13 stack keeps compiled kernels across processes there (on the H200
-    # a second process built a top-k cluster kernel in 0.5 s instead of 7.6 s): fresh runs start empty
+    # a second process built a top-k cluster kernel in 0.5 s instead of 7.6 s:
+    # benchmarks/records/sweep_speed/cuda_cache_probe.txt): fresh runs start empty
     env = dict(os.environ, TRITON_CACHE_DIR=str(compiled / "triton"), OCCTUNE_CACHE_DIR=str(compiled / "occtune"),
                CUDA_CACHE_PATH=str(compiled / "nv"), **(env_extra or {}))
     t0 = time.perf_counter()

@@ -57,7 +57,7 @@ def test_report_timed_results_tables_plots_and_page(timed):
 def test_committed_results_and_a_benchmark_csv(tmp_path):
     """The committed H200 top-k results (timed), the gfx950 analytic sweep and a benchmark CSV."""
     inputs = [REPO / "results/sm_90/topk.yaml", REPO / "results/gfx950/topk.yaml",
-              REPO / "results/sm_90/topk_bench_readflush.csv"]
+              REPO / "results/sm_90/topk_serve_bench.csv"]
     out = {s["results"]: s for s in make_report([str(p) for p in inputs], str(tmp_path))}
     timed, analytic, bench = (out[str(p)] for p in inputs)
     assert [p.rsplit(".", 2)[-2] for p in timed["plots"]] == ["occupancy", "time", "speedup"]

@@ -4,6 +4,9 @@
 # `install` puts the wheel carried in .whl/ (built here: pip wheel --no-deps -w .whl . and
 # git describe --always --dirty > .whl/REVISION) on PYTHONPATH:
 # the checkout's folders are the `occtune` package only once installed.
+# What comes back under $OUT goes to results/<target>/ only if users consume it (a results file,
+# an export, the benchmark table behind them: add its row to results/README.md); logs, profiles
+# and scripts of an experiment go to benchmarks/records/<topic>/, and only if a doc cites them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"

@@ -29,7 +29,7 @@ scaling below that wgmma, which produced the same copy and serialisation).
   more through ``setmaxnreg``) only issues the TMA loads, each slot once the consumers have
   released it on its ``empty`` mbarrier; the consumer warps no longer stop between wgmmas to
   issue loads. On the H200 this took our kernel from about 1.3x to about 1.1x of cuBLASLt's time
-  (``benchmarks/notes_fp8_gemm.md``).
+  (``docs/fp8_gemm.md``).
 - PIPE 7 is PIPE 6 with each consumer warp group (64 rows of the 128-row tile) a partition of its
   own: a partition releases a ring slot (``empty`` counts two arrivals) and stores its half of
   the tile without a CTA barrier with the other, so one warp group's stall no longer stops both;

@@ -144,7 +144,7 @@ __device__ static inline int topk_atomic_add_dev(int* p, int v) { return atomicA
 
 // Reconverge the warp. On the H200, v9's keep-pass loop ran about two divergent groups per warp
 // after the per-lane store loop. The loop body then executed 1.87x as often as v8's for the same
-// work (ncu, results/sm_90/topk_v9/README.md). AMDGPU waves have no independent thread
+// work (ncu, benchmarks/records/topk/v9/README.md). AMDGPU waves have no independent thread
 // scheduling, so there it is nothing.
 #if defined(TOPK_HIP)
 #define TOPK_WARP_RECONVERGE() ((void)0)
@@ -1157,7 +1157,7 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
 //    stage to the global list. No device-scope atomic sits on the main loop's critical path.
 // Indices stored are idx_off + the index in p[0, n).
 // TOPK_KEEP_NOINLINE (an experiment's knob, off by default): the keep pass out of line, so that
-// its code no longer moves with changes after it (results/sm_90/topk_v11/README.md).
+// its code no longer moves with changes after it (benchmarks/records/topk/v11/README.md).
 #if defined(TOPK_KEEP_NOINLINE) && !defined(TOPK_HIP)
 #define TOPK_KEEP_INLINE __attribute__((noinline))
 #else
@@ -1747,7 +1747,7 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
 // and S x TOPK_CGS bins over DSMEM (one load per thread and level) instead of S whole
 // histograms (S x 16 KiB at 12 bits). On the H200 that took (8,128K) at S=8 from 23.6-24.1 to
 // 19.6-19.8 us, but made S=3 at (64,1M) 5% slower and S=2 at (64,128K) 2-5% slower (the keep pass's
-// code moves with any change here; results/sm_90/topk_v11/), so smaller clusters keep the
+// code moves with any change here; benchmarks/records/topk/v11/), so smaller clusters keep the
 // one-level search: every block sums the S whole histograms.
 #ifndef TOPK_CLUSTER_TWO_LEVEL
 #define TOPK_CLUSTER_TWO_LEVEL 4
@@ -1907,7 +1907,7 @@ __device__ static inline void topk_regs_load_count(TopkShared& sh, const float* 
 __device__ static inline void topk_regs_emit(TopkShared& sh, const topk_f4 (&v)[TOPK_CLUSTER_REGS], int off,
                                              int n, int t, unsigned push, int* o, const TopkTransform& tr) {
   // Bins >= t are few (about (K + count(t)) / S of the slice): one shared atomic per value that
-  // goes out, none for the rest. Measured on the H200 at (8,128K) (results/sm_90/topk_v12/),
+  // goes out, none for the rest. Measured on the H200 at (8,128K) (benchmarks/records/topk/v12/),
   // against two other ways: a warp-wide slot reservation per value, as for kept lists (the
   // collect phase took 7.5 us, the call 20.8 us), and a warp scan of each thread's counts with
   // one atomic per warp (19.3-19.7 us, this way 18.0-18.8 in the run before it).
@@ -1997,7 +1997,7 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
 // ptxas take up to the registers of one block per SM (76 at 512 threads, R = 8); the other
 // builds keep the default bound. Two blocks per SM (64 registers at 512, no spills) put
 // (16,128K) on the register path, but it was no faster there than the sampled path (22.4-22.7
-// against 22.0-22.2 us on the H200, results/sm_90/topk_v13/).
+// against 22.0-22.2 us on the H200, benchmarks/records/topk/v13/).
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
 #define TOPK_CLUSTER_BOUNDS __launch_bounds__(TOPK_THREADS, 1)
 #else

@@ -2,7 +2,7 @@
    whether the floor is refined, the kept count with the coarse floor and with the refined one, and
    whether the threshold bin equals the cut bin (a partial count: the plain path). Random normal
    rows (12 per size) and the adversarial families (4 rows). Run from the repo root:
-   python3 results/sm_90/topk_v10/sample_floor_model.py (CPU, a few minutes)."""
+   python3 benchmarks/records/topk/v10/sample_floor_model.py (CPU, a few minutes)."""
 import numpy as np, sys
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))
 from kernels.topk import reference as ref

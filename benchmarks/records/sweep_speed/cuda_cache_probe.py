@@ -1,5 +1,5 @@
 # Compile one top-k cluster kernel through torch's NVRTC path and print the seconds; run twice in two
-# processes to see whether CUDA keeps compiled kernels across processes (results/sm_90/cuda_cache_probe.txt).
+# processes to see whether CUDA keeps compiled kernels across processes (benchmarks/records/sweep_speed/cuda_cache_probe.txt).
 import sys, time
 from torch.cuda import _utils
 from occtune.kernels import topk as tk

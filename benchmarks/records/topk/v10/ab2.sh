@@ -4,7 +4,7 @@
 # cluster GPU tests. Output under $OUT: launch_probe.log, prof_<label>_<round>.log, cluster_tests.log.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site_old .whl/old/occtune-*.whl
-PYTHONPATH=/tmp/site timeout 60 python3 results/sm_90/topk_v10/launch_probe.py > "$OUT/launch_probe.log" 2>&1; echo "probe rc=$?"
+PYTHONPATH=/tmp/site timeout 60 python3 benchmarks/records/topk/v10/launch_probe.py > "$OUT/launch_probe.log" 2>&1; echo "probe rc=$?"
 for round in 1 2; do
   for label in old new; do
     site=/tmp/site; [ $label = old ] && site=/tmp/site_old
