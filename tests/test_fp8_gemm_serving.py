@@ -15,7 +15,7 @@ if os.environ["TRITON_INTERPRET"] != "1":
 
 from occtune.errors import UserError  # noqa: E402
 from occtune.kernels.fp8_gemm import DECODE_TRITON, default_config, fp8_gemm, plan as plans, splitk  # noqa: E402
-from occtune.kernels.fp8_gemm.config import PIPE_SPLITK, config_problem, pipe_runs_on  # noqa: E402
+from occtune.kernels.fp8_gemm.config import PIPES_SPLITK, config_problem, pipe_runs_on  # noqa: E402
 from occtune.kernels.fp8_gemm.family import make_gemm_inputs, verify  # noqa: E402
 
 DEC = dict(DECODE_TRITON)
@@ -56,15 +56,16 @@ def test_split_k_partials_are_reduced_in_order_and_a_wrong_scale_is_caught(monke
     _force_split(monkeypatch, 2)
     from occtune.kernels.fp8_gemm.family import expected_rows
 
+    two = {**DEC, "PIPE": 8}
     inp = make_gemm_inputs(8, 256, 512, 12, "cpu")
     exp = expected_rows(inp)
-    assert verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, DEC), inp, exp).ok
+    assert verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, two), inp, exp).ok
     bad = inp.b_s.clone()
     bad[1, 3] *= 2                                     # the second split's last K block of N rows 128..255
-    assert not verify(fp8_gemm(inp.a, inp.a_s, inp.b, bad, DEC), inp, exp).ok
+    assert not verify(fp8_gemm(inp.a, inp.a_s, inp.b, bad, two), inp, exp).ok
     monkeypatch.setattr(splitk, "fp8_gemm_splitk_reduce", _first_split_only())
     plans.clear_plans()
-    assert not verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, DEC), inp, exp).ok   # a lost split is caught
+    assert not verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, two), inp, exp).ok   # a lost split is caught
 
 
 def _first_split_only():
@@ -77,14 +78,47 @@ def _first_split_only():
     return Broken()
 
 
+@pytest.mark.parametrize("M,N,K,bm,bn,split", [(1, 200, 320, 16, 64, 2), (37, 200, 320, 16, 32, 3),
+                                                (64, 130, 384, 64, 128, 2), (8, 192, 896, 16, 64, 4)])
+def test_one_pass_reduction_gives_the_two_pass_bits(monkeypatch, M, N, K, bm, bn, split):
+    """PIPE 9 (the tile's last program adds the partials) adds them in the order PIPE 8's second
+    kernel does: the same bits; its tickets are left at zero for the next call."""
+    _force_split(monkeypatch, split)
+    inp = make_gemm_inputs(M, N, K, 21, "cpu")
+    two = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, {**DEC, "BLOCK_M": bm, "BLOCK_N": bn, "PIPE": 8})
+    one = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, {**DEC, "BLOCK_M": bm, "BLOCK_N": bn, "PIPE": 9})
+    assert verify(one, inp).ok and torch.equal(one, two)
+
+
+def test_one_pass_tickets_come_back_to_zero():
+    from occtune.kernels.fp8_gemm.kernel import launches
+
+    inp = make_gemm_inputs(8, 192, 896, 22, "cpu")
+    cfg = {**DEC, "PIPE": 9}
+    cnt = torch.zeros(splitk.tiles(8, 192, cfg), dtype=torch.int32)
+    ws = torch.empty(splitk.workspace_numel(8, 192, 4), dtype=torch.float32)
+    orig = splitk.split_of
+    splitk.split_of = lambda *a: 4
+    try:
+        (fn, grid, args, kw), = launches(inp.a, inp.a_s, inp.b, inp.b_s, inp.out, cfg, ws, cnt)
+    finally:
+        splitk.split_of = orig
+    for _ in range(2):
+        inp.out.fill_(float("nan"))
+        fn[grid](*args, **kw)
+        assert verify(inp.out, inp).ok and not cnt.any()
+
+
 def test_split_rule_fills_the_sms_without_an_empty_split():
     cfg = {**DEC, "BLOCK_N": 64}
-    # (4096, 7168) at M = 8: 64 tiles of 64 rows, 56 K steps: 4 programs per SM on 132 SMs -> 9 splits,
-    # ceil(56 / 9) = 7 steps each -> 8 splits of 7 steps (no empty one)
-    assert splitk.split_of(8, 4096, 7168, cfg, 132) == 8
-    assert splitk.steps_of(7168, cfg, 8) == 7
+    # (4096, 7168) at M = 8: 64 tiles of 64 rows, 56 K steps: 2 programs per SM on 132 SMs -> 4 splits
+    # of 14 steps; (512, 7168): 8 tiles -> 33 wanted, but at least 4 steps each: 14 splits of 4 steps
+    assert (splitk.WAVES, splitk.MIN_STEPS) == (2, 4)
+    assert splitk.split_of(8, 4096, 7168, cfg, 132) == 4 and splitk.steps_of(7168, cfg, 4) == 14
+    assert splitk.split_of(1, 512, 7168, cfg, 132) == 14 and splitk.steps_of(7168, cfg, 14) == 4
+    assert splitk.split_of(1, 2112, 7168, cfg, 132) == 8 and splitk.steps_of(7168, cfg, 8) == 7
     assert splitk.split_of(8, 32768, 8192, cfg, 132) == 1           # 512 tiles fill 132 SMs alone
-    assert splitk.split_of(1, 7168, 256, cfg, 132) == 1             # 2 K steps: MIN_STEPS each
+    assert splitk.split_of(1, 7168, 256, cfg, 132) == 1             # 2 K steps: fewer than MIN_STEPS
     for M, N, K in ((1, 2112, 7168), (64, 512, 7168), (32, 7168, 2304), (1, 200, 320)):
         s = splitk.split_of(M, N, K, cfg, 132)
         steps = splitk.steps_of(K, cfg, s)
@@ -93,27 +127,31 @@ def test_split_rule_fills_the_sms_without_an_empty_split():
 
 
 def test_pipe_8_is_portable_and_keeps_one_scale_block_per_tile():
-    assert all(pipe_runs_on(DEC, t) for t in ("sm_80", "sm_90", "sm_100", "gfx942", "gfx950"))
+    assert all(pipe_runs_on({**DEC, "PIPE": p}, t) for t in ("sm_80", "sm_90", "sm_100", "gfx942", "gfx950")
+               for p in (8, 9))
     assert config_problem(DEC, "gfx950") == ""
     assert "BLOCK_N <= 128" in config_problem({**DEC, "BLOCK_N": 256}, "sm_90")
-    assert default_config(64)["PIPE"] == PIPE_SPLITK and default_config(65)["PIPE"] == 0
+    assert default_config(64)["PIPE"] in PIPES_SPLITK and default_config(65)["PIPE"] == 0
 
 
 @pytest.mark.parametrize("target", ["sm_90", "gfx942", "gfx950"])
 def test_split_k_kernel_cross_compiles_without_spills(target):
-    """The family's cross-compile path (resources.compiled_resources) on the decode shapes."""
+    """The family's cross-compile path (resources.compiled_resources) on the decode shapes, both
+    reductions (PIPE 9 compiles its tickets' atomic and the partials' L2 loads)."""
     from occtune.kernels.fp8_gemm.resources import compiled_resources
 
     amd = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0, **({"kpack": 2} if target == "gfx942" else {})}
-    for w, bm in (({"M": 8, "N": 4096, "K": 7168}, 16), ({"M": 64, "N": 512, "K": 7168}, 64)):
-        cfg = {"backend": "triton", **DEC, "BLOCK_M": bm, **(amd if target.startswith("gfx") else {})}
+    for w, bm, pipe in (({"M": 8, "N": 4096, "K": 7168}, 16, 8), ({"M": 64, "N": 512, "K": 7168}, 64, 9)):
+        cfg = {"backend": "triton", **DEC, "BLOCK_M": bm, "PIPE": pipe, **(amd if target.startswith("gfx") else {})}
         r = compiled_resources(cfg, target, w)
         assert r.source.startswith("compiled: triton") and r.dynamic_lds > 0
         assert not r.scratch_bytes and (r.regs if target == "sm_90" else r.vgprs) > 0
 
 
 def test_split_k_sass_uses_fp8_wgmma_and_async_copies():
-    """On sm_90 the weights reach the fp8 wgmma (QGMMA) through cp.async (LDGSTS), pipelined."""
+    """On sm_90 the weights reach the fp8 wgmma (QGMMA) through cp.async (LDGSTS), pipelined; PIPE
+    9 takes its ticket once per program (one thread, acquire-release at GPU scope, after a CTA
+    barrier) and reads the partials from L2 (ld.global.cg)."""
     import subprocess
     import tempfile
 
@@ -132,6 +170,12 @@ def test_split_k_sass_uses_fp8_wgmma_and_async_copies():
         f.flush()
         sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
     assert "QGMMA" in sass and sass.count("LDGSTS") >= 4
+    one = triton.compile(triton.compiler.ASTSource(fn, *signature("sm_90", 8, 4096, 7168, {**DEC, "PIPE": 9})),
+                         target=gpu_target("sm_90"), options={"num_warps": 4, "num_stages": 4}).asm["ptx"]
+    import re
+
+    atom = re.findall(r"bar\.sync\s+0;\s*(?:[^\n]*\n){0,12}?\s*@%p\d+ atom\.global\.gpu\.acq_rel\.add", one)
+    assert len(atom) == 1 and "ld.global.cg" in one
 
 
 # --- launch plans ------------------------------------------------------------------------------
@@ -160,17 +204,23 @@ def test_plan_fills_pointer_slots_and_the_workspace(monkeypatch):
     _force_split(monkeypatch, 2)
     log = []
     inp = make_gemm_inputs(8, 256, 512, 13, "cpu")
-    p = _stub_plan(monkeypatch, inp, DEC, log)
+    two = {**DEC, "BLOCK_N": 64, "PIPE": 8}
+    p = _stub_plan(monkeypatch, inp, two, log)
     p(inp.a, inp.a_s, inp.b, inp.b_s, inp.out)
     (_, g1, main), (_, g2, red) = log
-    assert g1 == (4, 1, 2) and main[:5] == (inp.a.data_ptr(), inp.b.data_ptr(), inp.out.data_ptr(),
+    assert g1 == (1, 4, 2) and main[:5] == (inp.a.data_ptr(), inp.b.data_ptr(), inp.out.data_ptr(),
                                             inp.a_s.data_ptr(), inp.b_s.data_ptr())
     assert main[5] == red[0] != 0 and red[1] == inp.out.data_ptr()      # partials: written, then reduced into out
-    assert main[6:9] == (8, 256, 512) and g2 == (splitk.reduce_grid(8, 256)[0], 1, 1)
+    assert main[7:10] == (8, 256, 512) and g2 == (splitk.reduce_grid(8, 256)[0], 1, 1)
     other = make_gemm_inputs(8, 256, 512, 14, "cpu")
     log.clear()
     p(other.a, other.a_s, other.b, other.b_s, other.out)
     assert log[0][2][0] == other.a.data_ptr() and log[0][2][5] == main[5]       # same stream: same workspace
+    log.clear()
+    one = _stub_plan(monkeypatch, inp, {**two, "PIPE": 9}, log)
+    one(inp.a, inp.a_s, inp.b, inp.b_s, inp.out)
+    (_, g, args), = log                                  # one launch: the tile's last program reduces
+    assert g == (1, 4, 2) and args[5] == main[5] and args[6] not in (0, main[5], inp.out.data_ptr())
 
 
 def test_plan_encodes_a_tma_descriptor_again_only_when_its_tensor_moved(monkeypatch):

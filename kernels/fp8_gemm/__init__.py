@@ -17,7 +17,7 @@ import os
 from occtune.errors import UserError
 
 from . import plan as plans
-from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPE_SPLITK, PIPES_WGMMA, TRITON_KEYS, config_problem,
+from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPES_NVIDIA_ONLY, PIPES_WGMMA, TRITON_KEYS, config_problem,
                      triton_row, wgmma_problem)
 
 __all__ = ["fp8_gemm", "default_config", "BASELINE_TRITON", "DECODE_TRITON"]
@@ -56,13 +56,13 @@ def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     ``torch.ops.occtune.fp8_gemm`` (op.py) is the same call as a torch operator."""
     try:
         key = plans.plan_key(config, a, a_s, b, b_s, out)
-        p = plans.cached(key)
+        p = plans.PLANS.get(key)
     except (AttributeError, TypeError):         # not tensors, or an unhashable config: checked below
         key = p = None
     if p is None:
         p = _new_plan(a, a_s, b, b_s, config, out)
         if key is not None:
-            plans.remember(key, p)
+            plans.PLANS[key] = p
     if out is None:
         out = p.new_output()
     p(a, a_s, b, b_s, out)
@@ -73,10 +73,14 @@ DECODE_M = 64            # default_config's bound for the decode kernel (PIPE 8)
 
 
 def default_config(M: int) -> dict:
-    """The config of a call without one: the decode kernel (PIPE 8) up to ``DECODE_M`` rows, else
-    vLLM's and sglang's untuned default (BASELINE_TRITON). Tuned choices per shape and M are the
-    allow-list's (``tune fp8-gemm`` exports ``triton_config(n, k, m)``)."""
-    return dict(DECODE_TRITON if M <= DECODE_M else BASELINE_TRITON)
+    """The config of a call without one: up to ``DECODE_M`` rows the decode kernel (DECODE_TRITON,
+    with a 16-, 32- or 64-row tile as M needs and 64-row weight tiles at M > 32: the configs that
+    were best alone in benchmarks/records/fp8_decode/call1), else vLLM's and sglang's untuned
+    default (BASELINE_TRITON). Tuned choices per shape and M are the allow-list's (``tune fp8-gemm``
+    exports ``triton_config(n, k, m)``)."""
+    if M > DECODE_M:
+        return dict(BASELINE_TRITON)
+    return {**DECODE_TRITON, "BLOCK_M": 16 if M <= 16 else 32 if M <= 32 else 64, "BLOCK_N": 128 if M <= 32 else 64}
 
 
 def _new_plan(a, a_s, b, b_s, config, out):
@@ -98,7 +102,7 @@ def _new_plan(a, a_s, b, b_s, config, out):
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"
-    why = config_problem(cfg, target) or (tma_ready(a, b) if 0 < cfg["PIPE"] < PIPE_SPLITK else "")
+    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] in PIPES_NVIDIA_ONLY else "")
     if not why and cfg["PIPE"] in PIPES_WGMMA:
         why = wgmma_problem(cfg, N) or _tma_store_problem(out)
     if why:

@@ -33,7 +33,9 @@ LOOKUP = ("nearest measured M decides (the smaller one on a tie), as vLLM/sglang
 PIPES = ("a Triton config's PIPE names the kernel it was measured with: 0 = occtune's portable Triton kernel "
          "(kernels/fp8_gemm/kernel.py, the keys of vLLM's and sglang's w8a8 block-scaled Triton GEMM); 1-3 = "
          "the same with TMA loads (NVIDIA sm_90+); 4-7 = occtune's Gluon wgmma kernels (kernels/fp8_gemm/"
-         "wgmma.py, sm_90 only). Only a PIPE 0 config carries over to another Triton kernel.")
+         "wgmma.py, sm_90 only); 8, 9 = occtune's split-K decode kernel (kernels/fp8_gemm/splitk.py, any "
+         "target; GROUP_M unused; the split follows from the shape and the SM count). Only a PIPE 0 config "
+         "carries over to another Triton kernel.")
 
 
 def _timing(r: dict) -> dict:

@@ -48,7 +48,7 @@ import triton
 import triton.language as tl
 
 from . import splitk
-from .config import PIPE_SPLITK, PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
+from .config import PIPE_ONE_PASS, PIPES_DEVICE_TMA, PIPES_SPLITK, PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
 
 
 # M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
@@ -183,11 +183,11 @@ def fp8_gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
 
 def kernel_name(config: dict) -> str:
     """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4-7 are wgmma.py's
-    Gluon kernels; PIPE 8 splitk.py's split-K kernel, followed by its reduction)."""
+    Gluon kernels; PIPE 8 and 9 splitk.py's split-K kernel, PIPE 8 followed by its reduction)."""
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:
         return {6: "fp8_gemm_wgmma_ws_kernel", 7: "fp8_gemm_wgmma_halves_kernel"}.get(pipe, "fp8_gemm_wgmma_kernel")
-    if pipe == PIPE_SPLITK:
+    if pipe in PIPES_SPLITK:
         return "fp8_gemm_splitk_kernel"
     return "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
 
@@ -231,16 +231,17 @@ def _scratch(size: int, alignment: int, stream):
 
 
 def split_of(M: int, N: int, K: int, config: dict, device) -> int:
-    """K splits of ``config`` on ``device`` (1 unless PIPE 8: see splitk.split_of)."""
-    if config.get("PIPE", 0) != PIPE_SPLITK:
+    """K splits of ``config`` on ``device`` (1 unless PIPE 8 or 9: see splitk.split_of)."""
+    if config.get("PIPE", 0) not in PIPES_SPLITK:
         return 1
     return splitk.split_of(M, N, K, config, _sm_count(device))
 
 
-def launches(a, a_s, b, b_s, out, config: dict, ws=None) -> list:
+def launches(a, a_s, b, b_s, out, config: dict, ws=None, cnt=None) -> list:
     """The launches of one call, in order: ``(jit function, grid, args, keyword args)`` with
-    ``fn[grid](*args, **kwargs)`` launching each one (shapes checked by the caller; ``ws``: the
-    fp32 workspace of PIPE 8's split-K partials, ``splitk.workspace_numel`` values)."""
+    ``fn[grid](*args, **kwargs)`` launching each one (shapes checked by the caller). PIPE 8 and 9
+    with a split: ``ws`` holds the fp32 partials (``splitk.workspace_numel`` values), and PIPE 9's
+    ``cnt`` one zeroed int32 ticket per tile (``splitk.tiles``), which the kernel leaves zeroed."""
     M, K = a.shape
     N = b.shape[0]
     pipe = config.get("PIPE", 0)
@@ -252,12 +253,13 @@ def launches(a, a_s, b, b_s, out, config: dict, ws=None) -> list:
                a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
     meta = {"BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "BLOCK_K": config["BLOCK_K"],
             "EVEN_K": K % config["BLOCK_K"] == 0, "SCALE": SCALE_BLOCK, **launch_options(config)}
-    if pipe == PIPE_SPLITK:
+    if pipe in PIPES_SPLITK:
         split = split_of(M, N, K, config, a.device)
+        one_pass = pipe == PIPE_ONE_PASS and split > 1
         main = (splitk.fp8_gemm_splitk_kernel, splitk.grid(M, N, config, split),
-                (a, b, out, a_s, b_s, out if ws is None else ws, M, N, K, *strides,
-                 splitk.steps_of(K, config, split)), {**meta, "PARTIAL": split > 1})
-        if split == 1:
+                (a, b, out, a_s, b_s, out if ws is None else ws, cnt if one_pass else out, M, N, K, *strides,
+                 splitk.steps_of(K, config, split)), {**meta, "PARTIAL": split > 1, "ONE_PASS": one_pass})
+        if split == 1 or one_pass:
             return [main]
         return [main, (splitk.fp8_gemm_splitk_reduce, splitk.reduce_grid(M, N),
                        (ws, out, M, N, split, out.stride(0), out.stride(1)),
@@ -277,11 +279,14 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     N = b.shape[0]
     if M == 0 or N == 0:
         return
-    if 0 < config.get("PIPE", 0) < PIPE_SPLITK and a.device.type == "cuda":
+    if config.get("PIPE", 0) in PIPES_DEVICE_TMA and a.device.type == "cuda":
         _use_scratch()
-    numel = splitk.workspace_numel(M, N, split_of(M, N, K, config, a.device))
+    split = split_of(M, N, K, config, a.device)
+    numel = splitk.workspace_numel(M, N, split)
     ws = torch.empty(numel, dtype=torch.float32, device=a.device) if numel else None
-    for fn, g, args, kw in launches(a, a_s, b, b_s, out, config, ws):
+    cnt = torch.zeros(splitk.tiles(M, N, config), dtype=torch.int32, device=a.device) \
+        if numel and config["PIPE"] == PIPE_ONE_PASS else None
+    for fn, g, args, kw in launches(a, a_s, b, b_s, out, config, ws, cnt):
         fn[g](*args, **kw)
 
 

@@ -20,11 +20,11 @@ a plan launches through the interpreter (Triton's JIT path), with the same keys 
 from __future__ import annotations
 
 from . import workspace
-from .config import PIPE_SPLITK
+from .config import PIPE_ONE_PASS, PIPES_DEVICE_TMA
 
-_PLANS: dict = {}
+PLANS: dict = {}           # plan_key -> Plan (fp8_gemm looks a call up here)
 _TORCH: list = []          # the torch module, once a plan was built (no import statement per call)
-ROLES = ("a", "a_s", "b", "b_s", "out", "ws")      # what fills a tensor slot of a launch's arguments
+ROLES = ("a", "a_s", "b", "b_s", "out", "ws", "cnt")    # what fills a tensor slot of a launch's arguments
 
 
 def plan_key(config, a, a_s, b, b_s, out) -> tuple:
@@ -40,18 +40,14 @@ def plan_key(config, a, a_s, b, b_s, out) -> tuple:
 
 
 def cached(key):
-    return _PLANS.get(key)
-
-
-def remember(key, plan) -> None:
-    _PLANS[key] = plan
+    return PLANS.get(key)
 
 
 def clear_plans() -> None:
     """Forget every plan (the next call of each key plans again) and the kept workspaces."""
     from . import workspace
 
-    _PLANS.clear()
+    PLANS.clear()
     workspace.clear()
 
 
@@ -61,10 +57,13 @@ class Step:
     followed by a constant tail. ``descs``: the head positions that hold host TMA descriptors
     (PIPE 4-7), with the descriptor objects made at plan time (their block shape and layout)."""
 
-    __slots__ = ("launcher", "fn", "grid", "roles", "tail", "kwargs", "descs", "scratch")
+    __slots__ = ("launcher", "fn", "grid", "roles", "head", "tail", "kwargs", "descs", "scratch")
 
     def __init__(self, launcher, fn, grid, roles, tail, kwargs, descs):
+        from operator import itemgetter
+
         self.launcher, self.fn, self.grid, self.roles, self.tail = launcher, fn, grid, roles, tail
+        self.head = itemgetter(*roles) if len(roles) > 1 else (lambda p, r=roles[0]: (p[r],))
         self.kwargs, self.descs = kwargs, descs
         self.scratch = bool(launcher is not None and launcher.scratch_bytes)
 
@@ -72,12 +71,14 @@ class Step:
 class Plan:
     """The launches of one key (see the module docstring); call it with the tensors."""
 
-    def __init__(self, config: dict, device, M: int, N: int, steps: list, ws_bytes: int, fast: bool):
+    def __init__(self, config: dict, device, M: int, N: int, steps: list, ws_bytes: int, cnt_numel: int,
+                 fast: bool, cnt_for_graphs=None):
         self.config, self.device, self.index = config, device, device.index
         self.out_shape = (M, N)
         self.steps, self.fast = steps, fast
         scratch = max((s.launcher.scratch_bytes * _size(s.grid) for s in steps if s.scratch), default=0)
-        self.ws_bytes, self.need = ws_bytes, max(ws_bytes, scratch)
+        self.ws_bytes, self.need, self.cnt_numel = ws_bytes, max(ws_bytes, scratch), cnt_numel
+        self.cnt_for_graphs = cnt_for_graphs      # PIPE 9's zeroed tickets for captured calls (workspace.counters)
         self._last = {}           # (step, head position) -> (address, the descriptor's launch arguments)
 
     def new_output(self):
@@ -90,15 +91,15 @@ class Plan:
         if not self.fast or (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4]) & 15:
             return self._through_jit(a, a_s, b, b_s, out)        # the kernels assume 16-byte alignment
         stream = current_stream(self.index)
-        ws, keep = 0, None
+        ws = cnt = 0
+        keep = None
         if self.need:
             ws, keep = workspace.scratch(self.device, stream, self.need)
-        ptrs += (ws,)
+            if self.cnt_numel:
+                cnt, keep = workspace.counters(self.device, stream, self.cnt_numel, self.cnt_for_graphs, keep)
+        ptrs += (ws, cnt)
         for i, s in enumerate(self.steps):
-            if s.descs:
-                args = self._with_descriptors(i, s, ptrs, (a, a_s, b, b_s, out))
-            else:
-                args = tuple([ptrs[r] for r in s.roles]) + s.tail
+            args = self._with_descriptors(i, s, ptrs, (a, a_s, b, b_s, out)) if s.descs else s.head(ptrs) + s.tail
             s.launcher(s.grid, stream, args, ws if s.scratch else None)
         del keep
 
@@ -131,11 +132,12 @@ class Plan:
             from .kernel import launch
 
             return launch(a, a_s, b, b_s, out, self.config)
-        import torch
-
-        tensors = [a, a_s, b, b_s, out, None]
+        torch = _TORCH[0]
+        tensors = [a, a_s, b, b_s, out, None, None]
         if self.ws_bytes:
             tensors[5] = torch.empty(self.ws_bytes // 4, dtype=torch.float32, device=self.device)
+        if self.cnt_numel:
+            tensors[6] = torch.zeros(self.cnt_numel, dtype=torch.int32, device=self.device)
         for s in self.steps:
             s.fn[s.grid](*[tensors[r] for r in s.roles], *s.tail, **s.kwargs)
 
@@ -150,10 +152,6 @@ def _size(grid) -> int:
     for g in grid:
         n *= g
     return n
-
-
-def _roles(a, a_s, b, b_s, out, ws) -> dict:
-    return {id(t): r for r, t in enumerate((a, a_s, b, b_s, out, ws)) if t is not None}
 
 
 def build(a, a_s, b, b_s, out, config: dict, compile_kernel=None) -> Plan:
@@ -173,25 +171,28 @@ def build(a, a_s, b, b_s, out, config: dict, compile_kernel=None) -> Plan:
     fast = compile_kernel is not None or (a.device.type == "cuda"
                                           and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
     if M == 0 or N == 0:
-        return Plan(config, a.device, M, N, [], 0, fast)
-    if fast and 0 < config.get("PIPE", 0) < PIPE_SPLITK:
+        return Plan(config, a.device, M, N, [], 0, 0, fast)
+    if fast and config.get("PIPE", 0) in PIPES_DEVICE_TMA:
         from .kernel import _use_scratch
 
         _use_scratch()          # Triton's own launcher (not the direct one) allocates PIPE 1-3's scratch
     split = split_of(M, N, K, config, a.device)
-    ws_numel = splitk.workspace_numel(M, N, split) if config.get("PIPE", 0) == PIPE_SPLITK else 0
+    ws_numel = splitk.workspace_numel(M, N, split)
+    cnt_numel = splitk.tiles(M, N, config) if ws_numel and config["PIPE"] == PIPE_ONE_PASS else 0
     ws = torch.empty(ws_numel, dtype=torch.float32, device=a.device) if ws_numel else None
-    roles = _roles(a, a_s, b, b_s, out, ws)
+    cnt = torch.zeros(cnt_numel, dtype=torch.int32, device=a.device) if cnt_numel else None
+    roles = {id(t): r for r, t in enumerate((a, a_s, b, b_s, out, ws, cnt)) if t is not None}
     compile_kernel = compile_kernel or _compile
     steps = []
-    for fn, grid, args, kw in launches(a, a_s, b, b_s, out, config, ws):
+    for fn, grid, args, kw in launches(a, a_s, b, b_s, out, config, ws, cnt):
         grid = tuple(grid) + (1,) * (3 - len(grid))
         head = _head(args, roles)
         descs = {j: x for j, x in enumerate(args[:len(head)]) if hasattr(x, "block_shape")}
         launcher = compile_kernel(fn, grid, args, kw) if fast else None
         tail = _full_args(fn, args, kw)[len(head):] if fast else tuple(args[len(head):])
         steps.append(Step(launcher, fn, grid, head, tail, kw, descs))
-    return Plan(config, a.device, M, N, steps, 4 * ws_numel, fast)
+    graphs = cnt if cnt is not None and not workspace.capturing(a.device) else None
+    return Plan(config, a.device, M, N, steps, 4 * ws_numel, cnt_numel, fast, graphs)
 
 
 def _head(args: tuple, roles: dict) -> tuple:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from occtune.engine.family import Resources
 
-from .config import PIPE_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
+from .config import PIPE_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
 
 H200_SMS = 132     # the SM count PIPE 8's split is cross-compiled for (the split only changes the epilogue)
 _TRITON_FP8 = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8"}
@@ -33,10 +33,11 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
     pointers = {"a_ptr": fp8, "b_ptr": fp8, "c_ptr": "*bf16", "as_ptr": "*fp32", "bs_ptr": "*fp32"}
     constexprs = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
     constexprs.update(EVEN_K=K % config["BLOCK_K"] == 0, SCALE=128)
-    if config.get("PIPE", 0) == PIPE_SPLITK:
+    if config.get("PIPE", 0) in PIPES_SPLITK:
         split = splitk.split_of(M, N, K, config, H200_SMS)
         ints["steps"] = splitk.steps_of(K, config, split)
-        return launcher_signature({**pointers, "ws_ptr": "*fp32"}, ints, {**constexprs, "PARTIAL": split > 1},
+        return launcher_signature({**pointers, "ws_ptr": "*fp32", "cnt_ptr": "*i32"}, ints,
+                                  {**constexprs, "PARTIAL": split > 1, "ONE_PASS": config["PIPE"] == PIPE_ONE_PASS},
                                   splitk.NOT_SPECIALISED)
     constexprs.update(GROUP_M=config["GROUP_M"], PIPE=config.get("PIPE", 0))
     return launcher_signature(pointers, ints, constexprs, NOT_SPECIALISED)
@@ -60,7 +61,7 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
         warps = wgmma.launch_warps(config)
     else:
         sig, cx, attrs = signature(target, M, N, K, config)
-        fn = getattr(compilable_module(splitk if config.get("PIPE", 0) == PIPE_SPLITK else kernel, name), name)
+        fn = getattr(compilable_module(splitk if config.get("PIPE", 0) in PIPES_SPLITK else kernel, name), name)
         warps = config["num_warps"]
     opts = {"num_warps": warps, "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})

@@ -136,7 +136,7 @@ def test_sweep_and_allowlist_on_the_gpu(fam):
 PIPE_CONFIGS = [(64, 128, 128, 32, 4, 2, 0), (64, 128, 128, 8, 4, 4, 1), (64, 128, 128, 8, 4, 4, 2),
                 (64, 128, 128, 8, 4, 4, 3), (64, 128, 128, 8, 4, 3, 4), (64, 128, 128, 8, 4, 3, 5),
                 (128, 128, 128, 8, 8, 4, 6), (128, 128, 128, 8, 8, 6, 7), (16, 64, 128, 1, 4, 4, 8),
-                (64, 128, 128, 1, 4, 3, 8)]
+                (64, 128, 128, 1, 4, 3, 8), (16, 128, 128, 1, 4, 3, 9), (64, 64, 128, 1, 4, 3, 9)]
 
 
 def _pipe_configs(fam):
@@ -177,18 +177,35 @@ def test_public_call_eager_out_op_and_graph_every_pipe(fam, M):
 
 
 def test_public_call_under_torch_compile_fullgraph(fam):
+    """torch.compile(fullgraph=True): with inductor on the default config, and traced (aot_eager)
+    with every PIPE's config."""
     import occtune.kernels.fp8_gemm.op  # noqa: F401
 
     w = {"M": 8, "N": 2112, "K": 7168}
     inp = fam.make_inputs(w, 5, "cuda")
+    default = torch.compile(lambda *t: torch.ops.occtune.fp8_gemm(*t).float() * 2.0, fullgraph=True)
+    assert verify((default(inp.a, inp.a_s, inp.b, inp.b_s) / 2).to(torch.bfloat16), inp).ok
+    for cfg in _pipe_configs(fam):
+        f = torch.compile(lambda a, a_s, b, b_s, cfg=cfg: torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, list(cfg)) * 2,
+                          fullgraph=True, backend="aot_eager")
+        assert verify(f(inp.a, inp.a_s, inp.b, inp.b_s) / 2, inp).ok, cfg
 
-    def f(a, a_s, b, b_s):
-        return torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, [16, 64, 128, 1, 4, 4, 8]).float() * 2.0
 
-    out = torch.compile(f, fullgraph=True)(inp.a, inp.a_s, inp.b, inp.b_s)
-    assert verify((out / 2).to(torch.bfloat16), inp).ok
-    default = torch.compile(lambda *t: torch.ops.occtune.fp8_gemm(*t), fullgraph=True)(inp.a, inp.a_s, inp.b, inp.b_s)
-    assert verify(default, inp).ok
+def test_one_pass_split_k_gives_the_two_pass_bits_every_time(fam):
+    """PIPE 9's tile tickets (the last program adds the partials) against PIPE 8's second kernel:
+    the same order of additions, so the same bits, call after call (a race in the tickets or a
+    stale partial would show as a difference); many splits per tile on the narrow shapes."""
+    from occtune.kernels.fp8_gemm import fp8_gemm
+
+    for n, k, M in ((512, 7168, 1), (2112, 7168, 37), (7168, 2048, 8), (1024, 8192, 64)):
+        for seed in range(3):
+            inp = fam.make_inputs({"M": M, "N": n, "K": k}, 30 + seed, "cuda")
+            for bm, bn in ((16, 128), (64, 64)):
+                two = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, (bm, bn, 128, 1, 4, 3, 8))
+                assert verify(two, inp).ok, (n, k, M, bm, bn)
+                for _ in range(4):
+                    one = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, (bm, bn, 128, 1, 4, 3, 9))
+                    assert torch.equal(one, two), (n, k, M, bm, bn)
 
 
 def test_plans_follow_moved_tensors_and_split_k_is_deterministic(fam):
