@@ -186,6 +186,7 @@ def test_public_call_under_torch_compile_fullgraph(fam):
     default = torch.compile(lambda *t: torch.ops.occtune.fp8_gemm(*t).float() * 2.0, fullgraph=True)
     assert verify((default(inp.a, inp.a_s, inp.b, inp.b_s) / 2).to(torch.bfloat16), inp).ok
     for cfg in _pipe_configs(fam):
+        torch._dynamo.reset()       # one compile per config (the same code object: not a recompile limit)
         f = torch.compile(lambda a, a_s, b, b_s, cfg=cfg: torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, list(cfg)) * 2,
                           fullgraph=True, backend="aot_eager")
         assert verify(f(inp.a, inp.a_s, inp.b, inp.b_s) / 2, inp).ok, cfg
