@@ -310,3 +310,65 @@ def test_op_traces_as_one_node_under_torch_compile_fullgraph():
     assert verify(out / 2, inp).ok
     calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and "fp8_gemm" in str(n.target)]
     assert len(graphs) == 1 and len(calls) == 1
+
+
+# --- merging a decode re-measurement into the allow-list -----------------------------------------
+
+def _alist(points, rev):
+    """An allow-list document of (n, k, M, triton us, library us) points (the safer library on ties)."""
+    from occtune.kernels.fp8_gemm import allowlist
+    from occtune.kernels.fp8_gemm.config import library_config
+    from occtune.kernels.fp8_gemm.family import Fp8GemmFamily
+
+    fam = Fp8GemmFamily([{"M": 1, "N": 512, "K": 7168}], target="sm_90")
+    rows = []
+    for n, k, m, tri, lib in points:
+        for cfg, us in (({"backend": "triton", **DEC}, tri), (library_config("torch_scaled_mm", "sm_90"), lib)):
+            rows.append({"config": cfg, "workload": {"M": m, "N": n, "K": k}, "status": "ok", "median_us": us,
+                         "q1_us": us * 0.995, "q3_us": us * 1.005})
+    prov = {"target": "sm_90", "device_name": "NVIDIA H200", "git_revision": rev, "timer": f"timer of {rev}"}
+    return allowlist.build(rows, fam.safety_key, prov, target="sm_90")
+
+
+def test_allowlist_json_reads_back_and_a_decode_run_merges_over_its_m_values():
+    from occtune.kernels.fp8_gemm import allowlist
+
+    base = _alist([(512, 7168, m, 20.0, 10.0) for m in (1, 64, 128, 4096)] + [(7168, 2048, 1, 9.0, 10.0)], "old")
+    back = allowlist.load_json(allowlist.render_json(base), "base.json")
+    strip = lambda d: [(k, p["m"], p["m_lo"], p["m_hi"], p["backend"], p["triton_config"], p["triton_us"],  # noqa: E731
+                        p["library_us"], p["margin"]) for k, s in d["shapes"].items() for p in s["points"]]
+    assert strip(back) == strip(base) and back["summary"] == base["summary"]
+    new = _alist([(512, 7168, m, 5.0, 10.0) for m in (1, 8, 64)] + [(3072, 1536, 1, 4.0, 8.0)], "new")
+    merged = allowlist.merge(back, allowlist.load_json(allowlist.render_json(new), "new.json"))
+    pts = {p["m"]: p for p in merged["shapes"]["512,7168"]["points"]}
+    assert [(m, p["backend"], p["m_lo"], p["m_hi"]) for m, p in pts.items()] == [
+        (1, "triton", 1, 4), (8, "triton", 5, 36), (64, "triton", 37, 96), (128, "library", 97, 2112),
+        (4096, "library", 2113, None)]
+    assert pts[64]["triton_us"] == 5.0 and pts[128]["triton_us"] == 20.0      # the new M values replace, the rest stay
+    assert set(merged["shapes"]) == {"512,7168", "7168,2048", "3072,1536"}
+    assert [p["git_revision"] for p in merged["provenance"]["merged"]] == ["old", "new"]
+    assert merged["summary"]["points"] == 7 and merged["summary"]["triton_points"] == 5
+    src = allowlist.render_predicate(merged)
+    assert "git old" in src and "git new" in src
+    ns: dict = {}
+    exec(compile(src, "use_triton.py", "exec"), ns)
+    assert ns["use_triton"](512, 7168, 96) and not ns["use_triton"](512, 7168, 97)
+    assert ns["triton_config"](512, 7168, 3)["PIPE"] == DEC["PIPE"]
+
+
+def test_merge_script_writes_both_exports_and_refuses_bad_input(tmp_path, capsys):
+    from clihelp import load_benchmark
+    from occtune.kernels.fp8_gemm import allowlist
+
+    merge = load_benchmark("merge_fp8_allowlist")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(allowlist.render_json(_alist([(512, 7168, m, 20.0, 10.0) for m in (1, 128)], "old")))
+    b.write_text(allowlist.render_json(_alist([(512, 7168, 1, 5.0, 10.0)], "new")))
+    assert merge.main([str(a), str(b), "--out-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "fp8_gemm_allowlist_sm_90.json").is_file()
+    assert (tmp_path / "out" / "fp8_gemm_use_triton_sm_90.py").is_file()
+    (tmp_path / "bad.json").write_text("{not json")
+    for args in ([str(a), str(tmp_path / "missing.json")], [str(a), str(tmp_path / "bad.json")]):
+        assert merge.main([*args, "--out-dir", str(tmp_path / "never")]) == 2
+        assert capsys.readouterr().err.startswith("error: ")
+    assert not (tmp_path / "never").exists()

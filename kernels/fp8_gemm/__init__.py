@@ -8,6 +8,10 @@
 ``float8_e4m3fn`` on NVIDIA and gfx950, ``float8_e4m3fnuz`` on gfx942. The family (family.py)
 times this Triton kernel against the vendor paths (backends.py) and writes the allow-list
 (allowlist.py) that says, per (n, k) and M, which one to call.
+
+Serving: a repeated call costs a plan lookup and the launch (plan.py, launcher.py), can be
+captured in a CUDA graph, and exists as ``torch.ops.occtune.fp8_gemm`` (op.py); without a config
+M <= 64 runs the split-K decode kernel (splitk.py). docs/fp8_gemm.md has the design and figures.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ How A and B reach the dot is the ``PIPE`` axis:
   pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``): one
   program per tile (4), persistent (5), persistent with a TMA producer warp (6), and as 6 with
   each of the two consumer warp groups a partition of its own (7).
+- ``PIPE=8`` and ``9`` (every target): the decode kernel of ``splitk.py`` for small M, split-K
+  over the SMs with the weight rows as the MMA's M dimension; the fp32 partials are added in a
+  fixed order by a second kernel (8) or by each tile's last program (9).
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
