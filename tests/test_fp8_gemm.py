@@ -298,19 +298,22 @@ def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
 
 
 def test_backend_probe_picks_a_right_variant_and_says_why_not(monkeypatch):
-    """The detection logic with a fake torch path: v2 refuses a ragged N, v1 unpadded is wrong on a
-    ragged M (as cuBLASLt could be), v1 with M padding is right: that one must be chosen, and every
-    failure must be reported; a library that is not installed is 'missing' with the import error."""
+    """The detection logic with a fake torch path. The padded variants come first (serving code pads
+    M for cuBLASLt): v2 padded is right but refuses a ragged N, v1 padded and both unpadded ones are
+    wrong on a ragged M (as cuBLASLt could be). v2 padded must be chosen, its ragged-N refusal and
+    every failure reported; then, with v1 padded right too, v1 padded (it takes the ragged N); a
+    library that is not installed is 'missing' with the import error."""
     from occtune.kernels.fp8_gemm import backends as B
     from occtune.kernels.fp8_gemm.reference import reference
 
-    def fake(variant):
+    def fake(variant, v1_padded_right=False):
         def run(inp):
             M, N = inp.a.shape[0], inp.b.shape[0]
             if variant["api"] == "v2" and N % 128:
                 raise RuntimeError("scale b must have shape [L4, N // 128]")
             out = reference(inp.a, inp.a_s, inp.b, inp.b_s).to(torch.bfloat16)
-            return out * 2 if (M % 4 and not variant["pad_m"]) else out
+            right = variant["pad_m"] and (variant["api"] == "v2" or v1_padded_right)
+            return out * 2 if (M % 4 and not right) else out
         return run
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -321,8 +324,14 @@ def test_backend_probe_picks_a_right_variant_and_says_why_not(monkeypatch):
     B.availability.cache_clear()
     try:
         av = B.availability("torch_scaled_mm", "cuda")
+        assert av.ok and av.detail["api"] == "v2" and av.detail["pad_m"] and not av.detail["ragged_n"]
+        assert "N // 128" in av.detail["ragged_n_why"]
+        assert [(t["api"], t["pad_m"], t["why"].split(":")[0]) for t in av.detail["tried"]] == [
+            ("v1", True, "wrong"), ("v2", False, "wrong"), ("v1", False, "wrong")]
+        monkeypatch.setitem(B._CALLS, "torch_scaled_mm", lambda v: fake(v, v1_padded_right=True))
+        B.availability.cache_clear()
+        av = B.availability("torch_scaled_mm", "cuda")
         assert av.ok and av.detail["api"] == "v1" and av.detail["pad_m"] and av.detail["ragged_n"]
-        assert [t["why"].split(":")[0] for t in av.detail["tried"]] == ["wrong", "wrong"]    # v1 and v2 unpadded
         monkeypatch.setitem(B._CALLS, "torch_scaled_mm", lambda v: (_ for _ in ()).throw(NotImplementedError(
             "DeepSeek style (1x128, 128x128) scaling only supported in CUDA for SM90")))
         B.availability.cache_clear()

@@ -8,6 +8,10 @@
 ``float8_e4m3fn`` on NVIDIA and gfx950, ``float8_e4m3fnuz`` on gfx942. The family (family.py)
 times this Triton kernel against the vendor paths (backends.py) and writes the allow-list
 (allowlist.py) that says, per (n, k) and M, which one to call.
+
+Serving: a repeated call costs a plan lookup and the launch (plan.py, launcher.py), can be
+captured in a CUDA graph, and exists as ``torch.ops.occtune.fp8_gemm`` (op.py); without a config
+M <= 64 runs the split-K decode kernel (splitk.py). docs/fp8_gemm.md has the design and figures.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import os
 
 from occtune.errors import UserError
 
-from .config import BASELINE_TRITON, config_problem
+from . import plan as plans
+from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPES_NVIDIA_ONLY, PIPES_WGMMA, TRITON_KEYS, config_problem,
+                     triton_row, wgmma_problem)
 
-__all__ = ["fp8_gemm", "BASELINE_TRITON"]
+__all__ = ["fp8_gemm", "default_config", "BASELINE_TRITON", "DECODE_TRITON"]
 
 _FP8 = ("float8_e4m3fn", "float8_e4m3fnuz")
 
@@ -42,19 +48,57 @@ def _check(a, a_s, b, b_s):
         raise UserError("fp8_gemm: a, a_s, b and b_s must be on one device")
 
 
-def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
-    """bf16 ``[M, N]`` = ``(a * a_s) @ (b * b_s)^T`` with our Triton kernel (``config``: the Triton
-    axes BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [PIPE] [+ AMD options]; default the baseline)."""
+def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
+    """bf16 ``[M, N]`` = ``(a * a_s) @ (b * b_s)^T`` with our Triton kernel. ``config``: a dict of
+    the Triton axes (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [PIPE] [+ AMD options]),
+    or their values in that order (a profile row); None: :func:`default_config` for M. ``out``:
+    the caller's bf16 ``[M, N]`` buffer (then returned; it must not overlap the inputs).
+
+    Serving: the first call of a (config, shapes, strides, dtypes, devices) key checks everything
+    and makes a launch plan (plan.py); a repeated call only looks the plan up and launches it,
+    on the current stream, without a host synchronisation, and can be captured in a CUDA graph.
+    ``torch.ops.occtune.fp8_gemm`` (op.py) is the same call as a torch operator."""
+    try:
+        key = plans.plan_key(config, a, a_s, b, b_s, out)
+        p = plans.PLANS.get(key)
+    except (AttributeError, TypeError):         # not tensors, or an unhashable config: checked below
+        key = p = None
+    if p is None:
+        p = _new_plan(a, a_s, b, b_s, config, out)
+        if key is not None:
+            plans.PLANS[key] = p
+    if out is None:
+        out = p.new_output()
+    p(a, a_s, b, b_s, out)
+    return out
+
+
+DECODE_M = 64            # default_config's bound for the decode kernel (PIPE 8)
+
+
+def default_config(M: int) -> dict:
+    """The config of a call without one: up to ``DECODE_M`` rows the decode kernel (DECODE_TRITON,
+    with a 16-, 32- or 64-row tile as M needs and 64-row weight tiles at M > 32: the configs that
+    were best alone in benchmarks/records/fp8_decode/call1), else vLLM's and sglang's untuned
+    default (BASELINE_TRITON). Tuned choices per shape and M are the allow-list's (``tune fp8-gemm``
+    exports ``triton_config(n, k, m)``)."""
+    if M > DECODE_M:
+        return dict(BASELINE_TRITON)
+    return {**DECODE_TRITON, "BLOCK_M": 16 if M <= 16 else 32 if M <= 32 else 64, "BLOCK_N": 128 if M <= 32 else 64}
+
+
+def _new_plan(a, a_s, b, b_s, config, out):
+    """Check a call, resolve its config for the tensors' target and make its plan (the slow path,
+    once per key)."""
     import torch
 
-    from .kernel import launch
-
-    _check(a, a_s, b, b_s)
-    if a.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        raise UserError("fp8_gemm needs a GPU tensor (or TRITON_INTERPRET=1 on the CPU)")
     from .kernel import tma_ready
 
-    cfg = {"PIPE": 0, **(config or BASELINE_TRITON)}
+    _check(a, a_s, b, b_s)
+    M, N = a.shape[0], b.shape[0]
+    if a.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        raise UserError("fp8_gemm needs a GPU tensor (or TRITON_INTERPRET=1 on the CPU)")
+    cfg = _config_of(config, M)
     if a.device.type == "cpu":
         target = "sm_90"                # the interpreter runs every PIPE
     else:                               # the tensor's own GPU: no driver probe on every call
@@ -62,11 +106,49 @@ def fp8_gemm(a, a_s, b, b_s, config: dict | None = None, out=None):
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"
-    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] else "")
+    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] in PIPES_NVIDIA_ONLY else "")
+    if not why and cfg["PIPE"] in PIPES_WGMMA:
+        why = wgmma_problem(cfg, N) or _tma_store_problem(out)
     if why:
         raise UserError(f"fp8_gemm: {why}")
-    M, N = a.shape[0], b.shape[0]
-    if out is None:
-        out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
-    launch(a, a_s, b, b_s, out, cfg)
-    return out
+    if out is not None:
+        _check_out(out, a, M, N)
+    stand_in = out if out is not None else torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    return plans.build(a, a_s, b, b_s, stand_in, cfg)
+
+
+def _config_of(config, M: int) -> dict:
+    """The call's config as a dict of the Triton axes (AMD options kept), each value checked."""
+    if config is None:
+        return default_config(M)
+    if isinstance(config, dict):
+        cfg = {"PIPE": 0, **config}
+    elif isinstance(config, (list, tuple)):
+        cfg = triton_row(config, "fp8_gemm config")
+    else:
+        raise UserError(f"fp8_gemm: config must be a dict or a sequence of ints ({', '.join(TRITON_KEYS)}), "
+                        f"got {type(config).__name__}")
+    for k, v in cfg.items():
+        if k not in ALLOWED:
+            raise UserError(f"fp8_gemm: unknown config key {k!r}; the keys are {', '.join(ALLOWED)}")
+        if isinstance(v, bool) or not isinstance(v, int) or v not in ALLOWED[k]:
+            raise UserError(f"fp8_gemm: config {k}={v!r} is invalid; choose one of {ALLOWED[k]}")
+    missing = [k for k in TRITON_KEYS if k not in cfg]
+    if missing:
+        raise UserError(f"fp8_gemm: config misses {', '.join(missing)}")
+    return cfg
+
+
+def _check_out(out, a, M: int, N: int) -> None:
+    import torch
+
+    if not (isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and tuple(out.shape) == (M, N)
+            and out.device == a.device):
+        raise UserError(f"fp8_gemm: out must be a bfloat16 tensor of shape [{M}, {N}] on {a.device}")
+
+
+def _tma_store_problem(out) -> str:
+    """The Gluon kernels store C by TMA: unit column stride, 16-byte row stride."""
+    if out is not None and (out.stride(1) != 1 or (2 * out.stride(0)) % 16):
+        return "PIPE 4-7 store by TMA: out needs a unit column stride and a row stride of a multiple of 8"
+    return ""

@@ -19,10 +19,12 @@ cuBLASLt 12.9+ on sm_90 only (PyTorch PR #158037; elsewhere torch raises "DeepSe
 scaling only supported in CUDA for SM90"). The 128 x 128 scales must be padded along K to a
 multiple of 4 blocks (L4) and laid out K-major (PyTorch PR #166752: without it cuBLASLt returns
 wrong answers when (K/128) % 4 != 0), and vLLM pads M to a multiple of 4 for cuBLASLt (vLLM PR
-#49932). The probe tries the v2 API (``torch.nn.functional.scaled_mm`` with ``ScalingType``)
-and the v1 API (``torch._scaled_mm``, recipe inferred from the scale shapes), with and without
-M padding, and keeps the first variant that is right on both tiny problems, preferring one that
-also takes a ragged N (torch's v2 checks ``scale_b`` against ``N // 128`` blocks, so it refuses
+#49932). The library is timed as serving code calls it: M padded inside the timed call (one pad
+kernel for A and one for its scales where M % 4 != 0). The probe tries the v2 API
+(``torch.nn.functional.scaled_mm`` with ``ScalingType``) and the v1 API (``torch._scaled_mm``,
+recipe inferred from the scale shapes), with M padding first and without it only where no padded
+variant is right, and keeps the first variant that is right on both tiny problems, preferring one
+that also takes a ragged N (torch's v2 checks ``scale_b`` against ``N // 128`` blocks, so it refuses
 DeepSeek's n = 2112; v1 checks ``ceil(N / 128)``); ``detail["ragged_n"]`` records the outcome.
 """
 
@@ -64,18 +66,15 @@ def backends_for(vendor: str) -> list[str]:
 # --- weight-side preparation and the calls, per library ----------------------------------------
 
 def _pad_m(a, a_s, mult: int = 4):
-    """A and its column-major scales with M padded up to a multiple of ``mult`` (zeros)."""
+    """A and its column-major scales with M padded up to a multiple of ``mult`` (zeros): one pad
+    kernel each, inside the call, as serving code pads a decode batch for cuBLASLt."""
     import torch
+    import torch.nn.functional as F
 
-    M = a.shape[0]
-    Mp = -(-M // mult) * mult
-    if Mp == M:
+    pad = (-a.shape[0]) % mult
+    if not pad:
         return a, a_s
-    ap = torch.zeros((Mp, a.shape[1]), dtype=a.dtype, device=a.device)
-    ap[:M] = a
-    sp = torch.zeros((a_s.shape[1], Mp), dtype=a_s.dtype, device=a_s.device)
-    sp[:, :M] = a_s.t()
-    return ap, sp.t()
+    return F.pad(a.view(torch.uint8), (0, 0, 0, pad)).view(a.dtype), F.pad(a_s.t(), (0, pad)).t()
 
 
 def _torch_b_scales(b_s):
@@ -164,8 +163,10 @@ _CALLS = {"torch_scaled_mm": _torch_call, "deep_gemm": _deep_gemm_call, "sgl_ker
 _PREP = {"torch_scaled_mm": _prep_torch, "aiter_bpreshuffle": _prep_aiter_shuffle}
 _MODULES = {"deep_gemm": "deep_gemm", "sgl_kernel": "sgl_kernel", "vllm_cutlass": "vllm._custom_ops",
             "aiter": "aiter", "aiter_bpreshuffle": "aiter"}
-_TORCH_VARIANTS = ({"api": "v2", "pad_m": False}, {"api": "v2", "pad_m": True},
-                   {"api": "v1", "pad_m": False}, {"api": "v1", "pad_m": True})
+# M padded to a multiple of 4 first: how serving code calls cuBLASLt (vLLM PR #49932); unpadded
+# only where no padded variant is right.
+_TORCH_VARIANTS = ({"api": "v2", "pad_m": True}, {"api": "v1", "pad_m": True},
+                   {"api": "v2", "pad_m": False}, {"api": "v1", "pad_m": False})
 
 
 def prepare(name: str, inp) -> None:

@@ -76,7 +76,9 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
                                               "pointer loads (any target, the default); 1 TMA, 2 TMA + warp "
                                               "specialisation, 3 persistent (sm_90+); 4-7 the Gluon wgmma kernel: "
                                               "per tile, persistent, persistent + TMA producer warp, the same with "
-                                              "each consumer warp group on its own (sm_90 only).")
+                                              "each consumer warp group on its own (sm_90 only); 8, 9 the split-K "
+                                              "decode kernel, partials added by a second kernel or by the tile's "
+                                              "last program (any target).")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
 @click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
 @click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
@@ -157,9 +159,10 @@ def _cfg_text(c: dict) -> str:
 
 def pipe_text(c: dict) -> list[str]:
     """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"],
-    ["wgmma+persistent"], ["wgmma+persistent+ws"] or ["wgmma+persistent+ws+halves"] (kernel.py's PIPE)."""
+    ["wgmma+persistent"], ["wgmma+persistent+ws"], ["wgmma+persistent+ws+halves"], ["splitk"] or
+    ["splitk+1pass"] (kernel.py's PIPE)."""
     names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent", 6: "wgmma+persistent+ws",
-             7: "wgmma+persistent+ws+halves"}
+             7: "wgmma+persistent+ws+halves", 8: "splitk", 9: "splitk+1pass"}
     return [names[c["PIPE"]]] if c.get("PIPE") else []
 
 

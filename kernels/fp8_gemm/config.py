@@ -20,20 +20,30 @@ TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_sta
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "PIPE": (0, 1, 2, 3, 4, 5, 6, 7), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+           "PIPE": (0, 1, 2, 3, 4, 5, 6, 7, 8, 9), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
 # PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
 # 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4-7 the Gluon wgmma kernel
 # (wgmma.py: the scaling one step behind the MMA), one program per tile, persistent, persistent
 # with a TMA producer warp, and the same with each consumer warp group a partition of its own
-# (sm_90 only: wgmma is Hopper's instruction). A profile row or --triton value list may leave it
-# out (then 0).
+# (sm_90 only: wgmma is Hopper's instruction); 8 and 9 the decode kernel (splitk.py, every
+# target): split-K over the SMs for small M, weight rows as the MMA's M dimension (BLOCK_N <= 128,
+# a divisor of the scale block), the fp32 partials added in a fixed order by a second small kernel
+# (8) or by the last program of each tile (9); GROUP_M is unused there. A profile row or
+# --triton value list may leave it out (then 0).
 PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6, 7)
+PIPES_DEVICE_TMA = (1, 2, 3)          # in-kernel TMA descriptors: Triton's global scratch
 PIPES_WGMMA = (4, 5, 6, 7)
+PIPES_SPLITK = (8, 9)
+PIPE_ONE_PASS = 9
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
 BASELINE_TRITON = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 32, "num_warps": 4, "num_stages": 2,
                    "PIPE": 0}
+# The decode kernel's default (PIPE 9, splitk.py): what fp8_gemm() runs for M <= 64 without a config
+# (BLOCK_M and BLOCK_N follow M: fp8_gemm.default_config).
+DECODE_TRITON = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 3,
+                 "PIPE": 9}
 AMD_NEUTRAL = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0, "kpack": 2}
 
 
@@ -93,6 +103,8 @@ def config_problem(config: dict, target: str) -> str:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if not pipe_runs_on(config, target):
         return f"PIPE={config['PIPE']} cannot run on {target}: {pipe_needs(config['PIPE'])}"
+    if config["PIPE"] in PIPES_SPLITK and config["BLOCK_N"] > SCALE_GROUP:
+        return f"PIPE={config['PIPE']} (split-K) needs BLOCK_N <= {SCALE_GROUP} (one weight scale per tile and K step)"
     return wgmma_problem(config) if config["PIPE"] in PIPES_WGMMA else ""
 
 

@@ -34,6 +34,9 @@ How A and B reach the dot is the ``PIPE`` axis:
   pipeline by hand so that each step's scaling overlaps the next step's MMA (``wgmma.py``): one
   program per tile (4), persistent (5), persistent with a TMA producer warp (6), and as 6 with
   each of the two consumer warp groups a partition of its own (7).
+- ``PIPE=8`` and ``9`` (every target): the decode kernel of ``splitk.py`` for small M, split-K
+  over the SMs with the weight rows as the MMA's M dimension; the fp32 partials are added in a
+  fixed order by a second kernel (8) or by each tile's last program (9).
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
@@ -47,7 +50,8 @@ import functools
 import triton
 import triton.language as tl
 
-from .config import PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
+from . import splitk
+from .config import PIPE_ONE_PASS, PIPES_DEVICE_TMA, PIPES_SPLITK, PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
 
 
 # M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
@@ -182,10 +186,12 @@ def fp8_gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
 
 def kernel_name(config: dict) -> str:
     """The jit function that runs ``config`` (PIPE 3 is the persistent one; PIPE 4-7 are wgmma.py's
-    Gluon kernels)."""
+    Gluon kernels; PIPE 8 and 9 splitk.py's split-K kernel, PIPE 8 followed by its reduction)."""
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:
         return {6: "fp8_gemm_wgmma_ws_kernel", 7: "fp8_gemm_wgmma_halves_kernel"}.get(pipe, "fp8_gemm_wgmma_kernel")
+    if pipe in PIPES_SPLITK:
+        return "fp8_gemm_splitk_kernel"
     return "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
 
 
@@ -227,28 +233,64 @@ def _scratch(size: int, alignment: int, stream):
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-def launch(a, a_s, b, b_s, out, config: dict) -> None:
-    """``out[M, N] = (a * a_s) @ (b * b_s)^T`` with one Triton config (shapes checked by the caller;
-    a PIPE > 0 config needs tma_ready(a, b): the caller checks, see family.is_valid)."""
+def split_of(M: int, N: int, K: int, config: dict, device) -> int:
+    """K splits of ``config`` on ``device`` (1 unless PIPE 8 or 9: see splitk.split_of)."""
+    if config.get("PIPE", 0) not in PIPES_SPLITK:
+        return 1
+    return splitk.split_of(M, N, K, config, _sm_count(device))
+
+
+def launches(a, a_s, b, b_s, out, config: dict, ws=None, cnt=None) -> list:
+    """The launches of one call, in order: ``(jit function, grid, args, keyword args)`` with
+    ``fn[grid](*args, **kwargs)`` launching each one (shapes checked by the caller). PIPE 8 and 9
+    with a split: ``ws`` holds the fp32 partials (``splitk.workspace_numel`` values), and PIPE 9's
+    ``cnt`` one zeroed int32 ticket per tile (``splitk.tiles``), which the kernel leaves zeroed."""
     M, K = a.shape
     N = b.shape[0]
-    if M == 0 or N == 0:
-        return
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:
         from . import wgmma
 
-        return wgmma.launch(a, a_s, b, b_s, out, config)
-    if pipe and a.device.type == "cuda":
-        _use_scratch()
+        return wgmma.launches(a, a_s, b, b_s, out, config)
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+               a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
+    meta = {"BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "BLOCK_K": config["BLOCK_K"],
+            "EVEN_K": K % config["BLOCK_K"] == 0, "SCALE": SCALE_BLOCK, **launch_options(config)}
+    if pipe in PIPES_SPLITK:
+        split = split_of(M, N, K, config, a.device)
+        one_pass = pipe == PIPE_ONE_PASS and split > 1
+        main = (splitk.fp8_gemm_splitk_kernel, splitk.grid(M, N, config, split),
+                (a, b, out, a_s, b_s, out if ws is None else ws, cnt if one_pass else out, M, N, K, *strides,
+                 splitk.steps_of(K, config, split)), {**meta, "PARTIAL": split > 1, "ONE_PASS": one_pass})
+        if split == 1 or one_pass:
+            return [main]
+        return [main, (splitk.fp8_gemm_splitk_reduce, splitk.reduce_grid(M, N),
+                       (ws, out, M, N, split, out.stride(0), out.stride(1)),
+                       {"BLOCK": splitk.REDUCE_BLOCK, "num_warps": splitk.REDUCE_WARPS})]
     fn = globals()[kernel_name(config)]
-    fn[grid(M, N, config, _sm_count(a.device) if pipe == 3 else 0)](
-        a, b, out, a_s, b_s, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1),
-        BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-        GROUP_M=config["GROUP_M"], EVEN_K=K % config["BLOCK_K"] == 0, SCALE=SCALE_BLOCK, PIPE=pipe,
-        **launch_options(config))
+    return [(fn, grid(M, N, config, _sm_count(a.device) if pipe == 3 else 0), (a, b, out, a_s, b_s, M, N, K, *strides),
+             {**meta, "GROUP_M": config["GROUP_M"], "PIPE": pipe})]
+
+
+def launch(a, a_s, b, b_s, out, config: dict) -> None:
+    """``out[M, N] = (a * a_s) @ (b * b_s)^T`` with one Triton config through Triton's own launcher
+    (shapes checked by the caller; a PIPE 1-7 config needs tma_ready(a, b): the caller checks,
+    see family.is_valid). The serving path, with the host work done once, is plan.py's."""
+    import torch
+
+    M, K = a.shape
+    N = b.shape[0]
+    if M == 0 or N == 0:
+        return
+    if config.get("PIPE", 0) in PIPES_DEVICE_TMA and a.device.type == "cuda":
+        _use_scratch()
+    split = split_of(M, N, K, config, a.device)
+    numel = splitk.workspace_numel(M, N, split)
+    ws = torch.empty(numel, dtype=torch.float32, device=a.device) if numel else None
+    cnt = torch.zeros(splitk.tiles(M, N, config), dtype=torch.int32, device=a.device) \
+        if numel and config["PIPE"] == PIPE_ONE_PASS else None
+    for fn, g, args, kw in launches(a, a_s, b, b_s, out, config, ws, cnt):
+        fn[g](*args, **kw)
 
 
 def tma_ready(a, b) -> str:

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from occtune.engine.family import Resources
 
-from .config import PIPES_WGMMA, amd_keys, fp8_dtype_name
+from .config import PIPE_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
 
+H200_SMS = 132     # the SM count PIPE 8's split is cross-compiled for (the split only changes the epilogue)
 _TRITON_FP8 = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8"}
 
 
 def signature(target: str, M: int, N: int, K: int, config: dict):
     """(signature, constexprs, attrs) as the launcher specialises ``kernel.launch`` for this problem:
     A row-major, its scales column-major (stride [1, M]), B [N, K] row-major, C row-major; the
-    kernel's NOT_SPECIALISED arguments stay plain integers."""
+    kernel's NOT_SPECIALISED arguments stay plain integers. PIPE 8 (splitk.py): its split-K
+    kernel as split_of chooses it on an H200's 132 SMs (the partials' pass when it splits)."""
     from occtune.build.tritonxc import launcher_signature
 
+    from . import splitk
     from .kernel import NOT_SPECIALISED
 
     kb = -(-K // 128)
@@ -28,8 +31,15 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
             "stride_cm": N, "stride_cn": 1, "stride_asm": 1, "stride_ask": M, "stride_bsn": kb, "stride_bsk": 1}
     fp8 = _TRITON_FP8[fp8_dtype_name(target)]
     pointers = {"a_ptr": fp8, "b_ptr": fp8, "c_ptr": "*bf16", "as_ptr": "*fp32", "bs_ptr": "*fp32"}
-    constexprs = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-    constexprs.update(EVEN_K=K % config["BLOCK_K"] == 0, SCALE=128, PIPE=config.get("PIPE", 0))
+    constexprs = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
+    constexprs.update(EVEN_K=K % config["BLOCK_K"] == 0, SCALE=128)
+    if config.get("PIPE", 0) in PIPES_SPLITK:
+        split = splitk.split_of(M, N, K, config, H200_SMS)
+        ints["steps"] = splitk.steps_of(K, config, split)
+        return launcher_signature({**pointers, "ws_ptr": "*fp32", "cnt_ptr": "*i32"}, ints,
+                                  {**constexprs, "PARTIAL": split > 1, "ONE_PASS": config["PIPE"] == PIPE_ONE_PASS},
+                                  splitk.NOT_SPECIALISED)
+    constexprs.update(GROUP_M=config["GROUP_M"], PIPE=config.get("PIPE", 0))
     return launcher_signature(pointers, ints, constexprs, NOT_SPECIALISED)
 
 
@@ -39,7 +49,7 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
     from occtune.build.compiled import triton_resources
     from occtune.build.tritonxc import compilable_module
 
-    from . import kernel
+    from . import kernel, splitk
 
     M, N, K = int(workload["M"]), int(workload["N"]), int(workload["K"])
     name = kernel.kernel_name(config)
@@ -51,7 +61,7 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
         warps = wgmma.launch_warps(config)
     else:
         sig, cx, attrs = signature(target, M, N, K, config)
-        fn = getattr(compilable_module(kernel, name), name)
+        fn = getattr(compilable_module(splitk if config.get("PIPE", 0) in PIPES_SPLITK else kernel, name), name)
         warps = config["num_warps"]
     opts = {"num_warps": warps, "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})

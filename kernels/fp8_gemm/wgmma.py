@@ -330,9 +330,10 @@ def _descriptor(t, block, layout):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
 
-def launch(a, a_s, b, b_s, out, config: dict) -> None:
-    """``out = (a * a_s) @ (b * b_s)^T`` (fp8 e4m3 A [M, K], B [N, K], K-contiguous; ``out`` bf16
-    row-major; shapes checked by the caller, config.wgmma_problem by the family)."""
+def launches(a, a_s, b, b_s, out, config: dict) -> list:
+    """The one launch of ``out = (a * a_s) @ (b * b_s)^T`` as ``(jit function, grid, args, keyword
+    args)`` (fp8 e4m3 A [M, K], B [N, K], K-contiguous; ``out`` bf16 with unit column stride;
+    shapes checked by the caller, config.wgmma_problem by the family)."""
     M, K = a.shape
     N = b.shape[0]
     lay = layouts(config)
@@ -345,7 +346,7 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     programs = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
     if config["PIPE"] != 4:     # persistent
         programs = min(programs, _resident_programs(a.device, config, lambda: fn.warmup(*args, grid=(1,), **kw)))
-    fn[(programs,)](*args, **kw)
+    return [(fn, (programs,), args, kw)]
 
 
 def _resident_programs(device, config: dict, compile_kernel) -> int:

@@ -1,0 +1,60 @@
+"""``torch.ops.occtune.fp8_gemm``: the FP8 block-scaled GEMM as a torch operator.
+
+Importing this module defines two ops (``torch.library.Library``: the schema, ``fp8_gemm`` as the
+CUDA kernel and, for the interpreter's tests, the CPU one, and a fake implementation that gives
+the output's shape and dtype), so that ``torch.compile(fullgraph=True)`` traces a call as one node
+and a captured CUDA graph holds its launches::
+
+    import occtune.kernels.fp8_gemm.op  # noqa: F401  (registers the ops)
+    c = torch.ops.occtune.fp8_gemm(a, a_s, b, b_s)                     # bf16 [M, N]
+    torch.ops.occtune.fp8_gemm_out(a, a_s, b, b_s, c)                  # into the caller's buffer
+    c = torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, [16, 64, 128, 1, 4, 4, 8])   # a config
+
+``config``: the Triton axes' values in config.TRITON_KEYS order (a profile row), or None for
+``fp8_gemm.default_config``. The ops are defined with ``Library.define``/``impl`` rather than
+``torch.library.custom_op``, whose Python wrapper layers cost tens of microseconds of host time
+per eager call; here the dispatcher calls the launch plan directly. fp8 inputs: nothing to
+differentiate.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from occtune.kernels.fp8_gemm import fp8_gemm
+
+SCHEMA = "fp8_gemm(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config=None) -> Tensor"
+SCHEMA_OUT = "fp8_gemm_out(Tensor a, Tensor a_s, Tensor b, Tensor b_s, Tensor(a!) out, int[]? config=None) -> ()"
+
+_LIB = torch.library.Library("occtune", "FRAGMENT")      # kept alive: the ops live as long as the module
+_LIB.define(SCHEMA, tags=(torch.Tag.pt2_compliant_tag,))
+_LIB.define(SCHEMA_OUT, tags=(torch.Tag.pt2_compliant_tag,))
+
+
+def fp8_gemm_op(a, a_s, b, b_s, config=None):
+    return fp8_gemm(a, a_s, b, b_s, None if config is None else tuple(config))
+
+
+def fp8_gemm_out_op(a, a_s, b, b_s, out, config=None):
+    fp8_gemm(a, a_s, b, b_s, None if config is None else tuple(config), out=out)
+
+
+for _key in ("CUDA", "CPU"):
+    _LIB.impl("fp8_gemm", fp8_gemm_op, _key)
+    _LIB.impl("fp8_gemm_out", fp8_gemm_out_op, _key)
+
+
+def _check_fake(a, b):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "a and b must be 2-D ([M, K] and [N, K])")
+    torch._check(a.shape[1] == b.shape[1], lambda: f"a and b must share K, got {a.shape[1]} and {b.shape[1]}")
+
+
+@torch.library.register_fake("occtune::fp8_gemm", lib=_LIB)
+def _fp8_gemm_fake(a, a_s, b, b_s, config=None):
+    _check_fake(a, b)
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+@torch.library.register_fake("occtune::fp8_gemm_out", lib=_LIB)
+def _fp8_gemm_out_fake(a, a_s, b, b_s, out, config=None):
+    _check_fake(a, b)
