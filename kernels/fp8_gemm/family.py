@@ -186,17 +186,13 @@ class Fp8GemmFamily(Family):
         return True, ""
 
     def select_analytic(self, rows: list[dict], target) -> tuple[dict | None, str]:
-        """Not chosen by occupancy: a GEMM's speed is set by tile reuse and the matrix-core pipeline,
-        which the model does not see. The untuned baseline stands (or, if it does not fit, the
-        safest config that does) until the configs are timed on the target."""
-        fit = [r for r in rows if r.get("fits")]
-        if not fit:
-            return None, "no Triton config fits the target"
-        base = next((r for r in fit if r["config"] == self.baseline_config()), None)
-        pick = base or max(fit, key=lambda r: self.safety_key(r["config"]))
-        return pick, (f"{'the baseline (vLLM/sglang untuned default)' if base else 'the safest config that fits'} "
-                      f"stands: occupancy does not rank GEMM tiles ({len(fit)} of {len(rows)} configs fit); "
-                      f"time them on a {target.name} (tune fp8-gemm there) to choose per (n, k) and M")
+        """No winner (``analytic_ranks`` is False): a GEMM's speed is set by tile reuse and the
+        matrix-core pipeline, which the occupancy model does not see. The rows show what fits; the
+        configs are chosen by timing them on the target."""
+        fit = sum(1 for r in rows if r.get("fits"))
+        return None, (f"no winner: occupancy does not rank GEMM tiles ({fit} of {len(rows)} configs fit); "
+                      f"until they are timed on a {target.name} (tune fp8-gemm there, per (n, k) and M) the "
+                      "untuned baseline (vLLM/sglang's default) stands")
 
     def safety_key(self, config: dict) -> float:
         """The library is safer than our kernel (it wins any tie): the vendor validates it across

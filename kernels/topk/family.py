@@ -25,6 +25,9 @@ K = 2048
 class TopkFamily(Family):
     name = "topk"
     inputs_reusable = True      # run never writes its inputs; outputs are allocated by the launcher
+    # The analytic verdict ranks budgets at one block size: the most blocks per CU/SM among those
+    # whose candidate list covers the required context (analysis.select_analytic).
+    analytic_ranks = True
 
     def __init__(self, budgets=None, threads=None, bits=None, k: int = K, sweep=None,
                  static_lds: int | None = None):
