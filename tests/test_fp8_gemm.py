@@ -245,7 +245,7 @@ def test_cli_analytic_gfx950_json():
     doc = json.loads(r.output[r.output.index("{"):])
     assert doc["analytic"] and not doc["timed"] and doc["target"] == "gfx950" and doc["fp8_dtype"] == "float8_e4m3fn"
     assert len(doc["rows"]) == 2                                         # the baseline and the one config
-    assert doc["winner"]["config"]["BLOCK_M"] == 64 and "occupancy does not rank" in doc["why"]
+    assert doc["winner"] is None and "occupancy does not rank" in doc["why"]       # no analytic pick
     for row in doc["rows"]:
         assert row["vgprs"] > 0 and row["fits"] and row["blocks_per_cu"] >= 1
         assert row["resources_source"].startswith("compiled") and "kpack" not in row["config"]

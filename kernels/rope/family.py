@@ -167,7 +167,7 @@ class RopeFamily(Family):
 
         return show_analytic(self, result, target, view, path)
 
-    def timed_plan(self, target, view):
+    def timed_plan(self, target, view, device="cuda"):
         from .cli import timed_plan
 
         return timed_plan(self, target)

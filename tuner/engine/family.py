@@ -227,7 +227,8 @@ class Family:
         return False
 
     # --- timed hooks (optional) --------------------------------------------------------------
-    def timed_plan(self, target: Any, view: View) -> TimedPlan:
-        """What the family adds to its timed sweep on ``target`` (called once, just before it; it
-        may print what it checked, e.g. which libraries are available, unless ``view.as_json``)."""
+    def timed_plan(self, target: Any, view: View, device: str = "cuda") -> TimedPlan:
+        """What the family adds to its timed sweep on ``target``, timed on ``device`` (called once,
+        just before it; it may print what it checked, e.g. which libraries run here, unless
+        ``view.as_json``)."""
         return TimedPlan()

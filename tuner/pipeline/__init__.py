@@ -58,14 +58,14 @@ def run_request(req: SweepRequest, family: Any = None):
     configs = list(req.configs) if req.configs is not None else default_configs(family)
     workloads = list(req.workloads) if req.workloads is not None else family.workloads()
     if req.device == "cpu":
-        return _timed(family, None, configs, workloads, req)
+        return timed_run(family, None, configs, workloads, req)
     target, local = resolve_target(req.target)
     if req.analytic or not local:
         given = req.timed_flags or tuple(f for f, on in (("--devices", req.run.devices), ("--ray", req.run.ray)) if on)
         check_untimed(given, "--analytic asks for the analytic sweep" if req.analytic
                       else f"no {target.name} GPU is here, so this sweep is analytic")
         return _analytic(family, target, configs, workloads, req)
-    return _timed(family, target, configs, workloads, req)
+    return timed_run(family, target, configs, workloads, req)
 
 
 def valid_configs(family, configs: list[dict], workloads: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -120,7 +120,7 @@ def _status(text: str, quiet: bool):
     return nullcontext() if quiet else err_console.status(text)
 
 
-def _timed(family, target, configs, workloads, req: SweepRequest, device: str | None = None):
+def timed_run(family, target, configs, workloads, req: SweepRequest, device: str | None = None):
     """The timed sweep on the local GPU (``target``), or on the CPU when ``target`` is None.
     ``device`` ("cpu" or "cuda"; default: "cuda" with a target) lets a test time a target's plan
     on this CPU."""
@@ -129,12 +129,13 @@ def _timed(family, target, configs, workloads, req: SweepRequest, device: str | 
     from occtune.outputs.results import out_folder
     from occtune.pipeline.timed import Output, run_timed
 
-    plan = family.timed_plan(target, req.view) if target is not None else TimedPlan()
+    device = device or ("cuda" if target else "cpu")
+    plan = family.timed_plan(target, req.view, device) if target is not None else TimedPlan()
     hooks = SweepHooks() if target is None else SweepHooks(
         fits=plan.fits or (lambda c: _fits(family, target, c)), annotate=plan.annotate,
         peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9)
     run = run_timed(family, target=target.name if target else "cpu", configs=configs, workloads=workloads,
-                    device=device or ("cuda" if target else "cpu"),
+                    device=device,
                     timer=req.timing.timer(), options=req.run, hooks=hooks,
                     output=Output(out_dir=out_folder(req.out_dir, timed=True) if req.write else None,
                                   as_json=req.as_json, columns=tuple(plan.columns), assumptions=plan.assumptions,
