@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 import yaml
 
 from clihelp import REPO, check_user_error, run_main, tune
@@ -164,3 +165,71 @@ def test_report_shows_the_top_10_configs_and_all_with_all(tmp_path, capsys):
     assert len(_table_rows(out)) == 11 and "4 more configs not shown" in out
     code, out, err = run_main(capsys, "report", path, "--out", tmp_path / "rep", "--all")
     assert len(_table_rows(out)) == len(yaml.safe_load(path.read_text())["rows"]) == 30
+
+
+# ----------------------------------------------------------------------------- family verbs
+
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("verb, args", [
+    ("topk", ["--target", "sm_90", "--batch", "1", "--lengths", "8K", "--budgets", "32K,48K"]),
+    ("rope", ["--target", "sm_90", "--variants", "flat", "--block-m", "8", "--num-warps", "1,2"]),
+    ("fp8-gemm", ["--target", "sm_90", "--m", "1", "--shapes", "7168,2048", "--backends", "triton"]),
+])
+def test_family_verbs_time_through_the_pipeline(capsys, monkeypatch, verb, args):
+    """On the target's own GPU each verb runs the pipeline's timed sweep with its family's plan
+    (the GPU is faked: the sweep is captured, not run)."""
+    import occtune.pipeline as pipeline
+    from occtune.model.targets import load_target
+    from occtune.pipeline import timed
+
+    seen = {}
+
+    def capture(family, **kw):
+        seen.update(kw, family=family)
+        raise _Captured
+
+    monkeypatch.setattr(pipeline, "resolve_target", lambda name, what="": (load_target(name), True))
+    monkeypatch.setattr(timed, "run_timed", capture)
+    with pytest.raises(_Captured):
+        from occtune.cli import cli
+
+        cli.main(args=[verb, *args, "--json"], prog_name="tune", standalone_mode=False)
+    assert seen["target"] == "sm_90" and seen["device"] == "cuda" and seen["output"].out_dir == "results"
+    hooks, out = seen["hooks"], seen["output"]
+    assert hooks.fits is not None and hooks.peak_gbps > 0
+    if verb == "topk":
+        assert seen["workloads"] == [{"B": 1, "L": 8192, "K": 2048}] and len(seen["configs"]) == 2
+        assert hooks.annotate is not None and out.after_write is not None and len(out.columns) == 5
+        assert hooks.fits({"lds_budget": 48 * 1024, "threads": 512, "bits": 12}) == (True, "")
+        fam = seen["family"]            # admits by tie capacity (the uniform bound at 1M tokens)
+        assert fam.admissible({"lds_budget": 32768, "threads": 512, "bits": 12}, {})[0]
+        assert not fam.admissible({"lds_budget": 1024, "threads": 512, "bits": 8}, {})[0]
+    elif verb == "rope":
+        assert len(seen["configs"]) == 2 and hooks.annotate is not None and len(out.columns) == 2
+    else:
+        assert out.after_write is not None and out.assumptions["fp8"] == "float8_e4m3fn"
+
+
+def test_topk_timed_plan_writes_the_header_beside_the_results(tmp_path):
+    from occtune.engine.family import View
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.model.targets import load_target
+
+    plan = TopkFamily().timed_plan(load_target("sm_90"), View())
+    doc = load_results(REPO / "results" / "sm_90" / "topk.yaml")
+    wrote = plan.after_write(tmp_path / "sm_90" / "topk.yaml", doc)
+    header = (tmp_path / "sm_90" / "topk.h").read_text()
+    assert wrote == {"header_file": str(tmp_path / "sm_90" / "topk.h")}
+    assert f"SGL_TOPK_DYNAMIC_SMEM_BYTES {doc['winner']['config']['lds_budget']}" in header
+
+
+@pytest.mark.parametrize("verb", [["sweep"], ["rope"], ["topk"], ["fp8-gemm"], ["report"]])
+def test_every_verb_that_prints_tables_takes_all(verb):
+    from occtune.cli import cli
+
+    command = cli.get_command(None, verb[0])
+    assert "show_all" in [p.name for p in command.params] and any("--all" in p.opts for p in command.params)
