@@ -20,6 +20,7 @@ def command(results, out, show_all, as_json):
     """Plots (occupancy cliff, time per workload with IQR, speed-up heatmap) and one self-contained
     HTML page for each of RESULTS: results files (timed or analytic), benchmark CSVs, or folders."""
     from occtune.outputs.report import make_report
+    from occtune.outputs.results import unranked
     from occtune.output import console, emit_json
 
     summaries = make_report(results, out)
@@ -33,8 +34,9 @@ def command(results, out, show_all, as_json):
         else:
             console.print(f"[bold]{title}[/]")
             show_rows(s["doc"], show_all)
-        if s["explanation"]:
-            console.print(s["explanation"])
+        verdict = s["explanation"] or (s["doc"]["assumptions"].get("verdict") if unranked(s["doc"]) else None)
+        if verdict:
+            console.print(verdict)
         files = [Path(p) for p in [*s["plots"], s["html"]]]
         console.print(f"  wrote {', '.join(p.name for p in files)} in {files[0].parent}")
 
