@@ -304,7 +304,8 @@ def print_allowlist(doc, target, console, show_all: bool = False) -> None:
                   "" if p["margin"] is None else f"{p['margin']:+.1%}")
     console.print(t)
     if rest:
-        console.print(more(len(rest), "points", f"Triton chosen on {sum(p['backend'] == 'triton' for _, _, p in rest)}"))
+        chosen = sum(p["backend"] == "triton" for _, _, p in rest)
+        console.print(more(len(rest), "points", f"Triton chosen on {chosen}"))
     sm = doc["summary"]
     console.print(f"Triton chosen on {sm['triton_points']}/{sm['points']} points; allow-list vs always Triton "
                   f"{_f(sm['speedup_vs_always_triton'], '.3f')}x, vs always the library "
