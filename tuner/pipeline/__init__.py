@@ -32,7 +32,7 @@ from occtune.model.targets import resolve_target
 class SweepRequest:
     family: str
     target: str | None = None                 # None: the local GPU's target
-    configs: tuple | None = None              # None: the product of the family's axes
+    configs: tuple | None = None              # None: the family's own list, else its axes' product
     workloads: tuple | None = None            # None: the family's default workloads
     analytic: bool = False                    # resources and occupancy only, even on the GPU
     device: str | None = None                 # "cpu": a timed sweep on this CPU (Triton's interpreter)
