@@ -25,9 +25,9 @@ from occtune.model.targets import load_target
 PNG = b"\x89PNG"
 
 
-def run_cli(*args):
+def run_cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "occtune", "report", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=cwd)
 
 
 def _images(html: str) -> list[bytes]:
@@ -41,14 +41,14 @@ def timed(tmp_path):
     return write_results(tmp_path / "res" / "fault.yaml", plain(build_document(res, select(res, fam), "cpu")))
 
 
-def test_report_timed_results_tables_plots_and_page(timed):
-    p = run_cli(str(timed))
+def test_report_timed_results_tables_plots_and_page(timed, tmp_path):
+    p = run_cli(str(timed), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "wins" in p.stdout and "speed-up" in p.stdout
-    d = timed.parent
-    for name in ("fault.time.png", "fault.speedup.png"):
+    d = tmp_path / "occtune-reports" / "res.fault"       # named after the input, not beside it
+    for name in ("res.fault.time.png", "res.fault.speedup.png"):
         assert (d / name).read_bytes()[:4] == PNG
-    html = (d / "fault.report.html").read_text()
+    html = (d / "res.fault.report.html").read_text()
     assert [i[:4] for i in _images(html)] == [PNG, PNG]           # both plots embedded, nothing linked
     assert "<script" not in html and "http" not in html.replace("http-equiv", "")
     assert "Per workload" in html and "N=8" in html and "Winner" in html

@@ -8,8 +8,19 @@ import sys
 
 from rich.console import Console
 
-# Tables go to stdout; progress bars and notes to stderr so --json stays clean.
-console = Console(width=100 if not sys.stdout.isatty() else None, highlight=False)
+# Tables go to stdout; progress bars and notes to stderr so --json stays clean. Off a terminal
+# (piped, redirected, captured) nothing is wrapped or cut: lines and tables keep their own width, so
+# grep and diff see whole lines (rich would otherwise wrap at 80 columns or the width given).
+UNWRAPPED = 100_000
+
+
+def _console() -> Console:
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(width=UNWRAPPED, soft_wrap=True, highlight=False)
+
+
+console = _console()
 err_console = Console(stderr=True, highlight=False)
 
 

@@ -117,11 +117,13 @@ class Fp8GemmFamily(Family):
     name = "fp8_gemm"
 
     def __init__(self, workloads: list | None = None, target: str | None = None, backends: list | None = None,
-                 profile: str | None = None, triton_configs: list | None = None):
+                 profile: str | None = None, triton_configs: list | None = None, export_dir: str | None = None):
         """``triton_configs`` (dicts of the Triton axes) replaces the profile's per-M buckets: each
-        is then timed on every workload."""
+        is then timed on every workload. ``export_dir``: where a timed sweep writes the allow-list
+        JSON and predicate (``tune fp8-gemm --export``)."""
         import dataclasses
 
+        self.export_dir = export_dir
         self.profile = load_profile(profile)
         if triton_configs:
             cfgs = tuple({"PIPE": 0, **{k: int(c[k]) for k in TRITON_KEYS if k in c}} for c in triton_configs)
@@ -186,17 +188,38 @@ class Fp8GemmFamily(Family):
         return True, ""
 
     def select_analytic(self, rows: list[dict], target) -> tuple[dict | None, str]:
-        """Not chosen by occupancy: a GEMM's speed is set by tile reuse and the matrix-core pipeline,
-        which the model does not see. The untuned baseline stands (or, if it does not fit, the
-        safest config that does) until the configs are timed on the target."""
-        fit = [r for r in rows if r.get("fits")]
-        if not fit:
-            return None, "no Triton config fits the target"
-        base = next((r for r in fit if r["config"] == self.baseline_config()), None)
-        pick = base or max(fit, key=lambda r: self.safety_key(r["config"]))
-        return pick, (f"{'the baseline (vLLM/sglang untuned default)' if base else 'the safest config that fits'} "
-                      f"stands: occupancy does not rank GEMM tiles ({len(fit)} of {len(rows)} configs fit); "
-                      f"time them on a {target.name} (tune fp8-gemm there) to choose per (n, k) and M")
+        """No winner (``analytic_ranks`` is False): a GEMM's speed is set by tile reuse and the
+        matrix-core pipeline, which the occupancy model does not see. The rows show what fits; the
+        configs are chosen by timing them on the target."""
+        fit = sum(1 for r in rows if r.get("fits"))
+        return None, (f"no winner: occupancy does not rank GEMM tiles ({fit} of {len(rows)} configs fit); "
+                      f"until they are timed on a {target.name} (tune fp8-gemm there, per (n, k) and M) the "
+                      "untuned baseline (vLLM/sglang's default) stands")
+
+    # --- analytic and timed hooks: tune fp8-gemm's tables, allow-list and exports (cli.py) -------
+    def check_analytic_space(self, configs: list[dict], target) -> None:
+        from .cli import check_analytic_space
+
+        check_analytic_space(self, configs, target)
+
+    def analytic_document(self, doc: dict, result, target) -> dict:
+        doc["assumptions"].update(fp8_dtype=self.fp8, resources_workload=self._representative())
+        return doc
+
+    def analytic_json(self, result, target) -> dict:
+        from .cli import analytic_json
+
+        return analytic_json(self, result, target)
+
+    def show_analytic(self, result, target, view, path) -> bool:
+        from .cli import show_analytic
+
+        return show_analytic(self, result, target, view, path)
+
+    def timed_plan(self, target, view, device: str = "cuda"):
+        from .cli import timed_plan
+
+        return timed_plan(self, target, view, device)
 
     def safety_key(self, config: dict) -> float:
         """The library is safer than our kernel (it wins any tie): the vendor validates it across

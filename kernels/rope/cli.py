@@ -1,9 +1,11 @@
 """`tune rope`: sweep the Triton RoPE kernel's variant x BLOCK_M x num_warps on DeepSeek-V4's shapes.
 
-On the local GPU's target: the timed sweep through the engine (tuner/pipeline/timed.py), results in
-``<out>/<target>/rope.yaml``. On any other target (or with --analytic): each config is
-cross-compiled for that target without a GPU and the table shows what the compiler allotted
-(registers, LDS) and the occupancy model's verdict; nothing is timed and nothing is written.
+The verb builds a :class:`occtune.pipeline.SweepRequest` and runs the one pipeline: on the local
+GPU's target the timed sweep, results in ``results/<target>/rope.yaml``; on any other target (or
+with --analytic) each config is cross-compiled for that target without a GPU and the table shows
+what the compiler allotted (registers, LDS) and the occupancy model's verdict, with no winner
+(occupancy does not rank RoPE configs), written to ``occtune-results/<target>/rope.yaml``. The
+tables and the timed plan below are :class:`RopeFamily`'s hooks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import itertools
 
 import click
 
-from occtune.engine.options import from_cli, sweep_options
+from occtune.engine.options import from_cli, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES
 from occtune.validate import Rule, ValueList
@@ -57,89 +59,65 @@ def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
                    "T in 1,64,1024,8192,32768, H=128, D=64, inverse, on a 512-wide head.")
 @click.option("--target", "target_name", help="Target (default: the local GPU). Another target: analytic table.")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
-@click.option("--out", "out_dir", default="results", show_default=True, help="Results folder.")
+@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
+                                        "analytic).")
+@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
+@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
+                                                     "line for the rest).")
 @sweep_options
-def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, as_json, **opts):
+def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, no_write, force, as_json,
+            show_all, **opts):
     """Sweep BLOCK_M x num_warps (x variant) of the RoPE kernel; writes results/<target>/rope.yaml."""
-    from occtune.kernels.rope.family import DEEPSEEK_TOKENS, deepseek_workload
-    from occtune.model.targets import resolve_target
-    from occtune.engine.options import reject_timed_options
+    from occtune.kernels.rope.family import DEEPSEEK_TOKENS, RopeFamily, deepseek_workload
+    from occtune.pipeline import SweepRequest, run_request
 
     run, timing = from_cli(opts)
     configs = parse_grid(block_m, num_warps, variants)
     workloads = [parse_shape(s) for s in shapes] or [deepseek_workload(t) for t in DEEPSEEK_TOKENS]
-    target, local = resolve_target(target_name, "the analytic table of cross-compiled resources and occupancy")
-    if analytic or not local:
-        reject_timed_options(click.get_current_context(), f"this run is analytic (cross-compiled for "
-                             f"{target.name}, nothing timed or written)", extra=("out_dir",))
-        _analytic(target, configs, workloads, as_json)
-        return
-    _timed(target, configs, workloads, out_dir, run, timing, as_json)
+    req = SweepRequest(family="rope", target=target_name, analytic=analytic, configs=tuple(configs),
+                       workloads=tuple(workloads), out_dir=out_dir, write=not no_write, force=force,
+                       as_json=as_json, show_all=show_all, run=run, timing=timing,
+                       timed_flags=timed_options_given(click.get_current_context()))
+    run_request(req, RopeFamily(workloads))
 
 
-def _representative(workloads: list[dict]) -> dict:
-    """The workload whose specialisation the resources are read from: the largest T."""
-    return max(workloads, key=lambda w: w["T"])
+# --- RopeFamily's hooks: the analytic table and JSON, the timed sweep's plan ----------------------
+
+def _label(target) -> str:
+    return ("analytic: resources of each config cross-compiled by Triton for "
+            f"{target.name} (no GPU), occupancy from the model; nothing timed")
 
 
-def analytic_rows(target, configs, workloads) -> tuple[list[dict], list[dict]]:
-    """Each valid config cross-compiled for ``target`` and the occupancy model's verdict, through
-    the generic analytic sweep; rows carry the config's keys at the top level."""
-    from occtune.engine.analytic import analytic_sweep
-    from occtune.kernels.rope.family import RopeFamily
-    from occtune.pipeline import valid_configs
-
-    family = RopeFamily(workloads)
-    valid, skipped = valid_configs(family, configs, workloads)
-    result = analytic_sweep(family, target, valid)
-    rows = [{**r["config"], **r, "lds_bytes": r["static_lds_bytes"] + r["dynamic_lds_bytes"]} for r in result.rows]
-    return rows, skipped + result.skipped
+def flat_rows(rows: list[dict]) -> list[dict]:
+    """Analytic rows with the config's keys at the top level and the block's whole LDS."""
+    return [{**r["config"], **r, "lds_bytes": r["static_lds_bytes"] + r["dynamic_lds_bytes"]} for r in rows]
 
 
-def _analytic(target, configs, workloads, as_json) -> None:
-    from occtune.outputs import provenance
-    from occtune.output import console, emit_json, err_console
-
-    wl = _representative(workloads)
-    with err_console.status(f"cross-compiling {len(configs)} configs for {target.name}") if not as_json \
-            else _nullcontext():
-        rows, skipped = analytic_rows(target, configs, workloads)
-    if not rows:
-        raise UserError(f"Triton could not compile the RoPE kernel for {target.name} here "
-                        f"({skipped[0]['reason'] if skipped else 'no config'}); is Triton's "
-                        f"{'AMD' if target.is_amd else 'NVIDIA'} backend installed?")
-    label = ("analytic: resources of each config cross-compiled by Triton for "
-             f"{target.name} (no GPU), occupancy from the model; nothing timed")
-    if as_json:
-        emit_json({"family": "rope", "target": target.name, "timed": False, "analytic": True, "label": label,
-                   "resources_workload": wl, "rows": rows, "skipped": skipped,
-                   "unconfirmed_target_parameters": target.unconfirmed(),
-                   "provenance": provenance.collect(target=target.name, target_file=target.path)})
-        return
-    _print_analytic(target, rows, skipped, wl, label, console)
+def analytic_json(family, result, target) -> dict:
+    """What ``tune rope --json`` adds to the analytic results document."""
+    return {"analytic": True, "label": _label(target), "resources_workload": family.representative(),
+            "rows": flat_rows(result.rows), "unconfirmed_target_parameters": target.unconfirmed()}
 
 
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _print_analytic(target, rows, skipped, wl, label, console) -> None:
+def show_analytic(family, result, target, view, path) -> bool:
     from rich.table import Table
 
+    from occtune.output import console
+    from occtune.outputs.display import analytic_rest, skipped_lines, top
+
+    wl = family.representative()
     unit = "CU" if target.is_amd else "SM"
-    console.print(f"[bold]tune rope --target {target.name}[/]: {label}")
+    console.print(f"[bold]rope --target {target.name}[/]: {_label(target)}")
     console.print(f"resources read for T={wl['T']} H={wl['H']} D={wl['D']} (head {wl['head_dim']}, {wl['dtype']})")
     t = Table()
     regs = ("VGPRs", "SGPRs") if target.is_amd else ("regs",)
     for c in ("variant", "BLOCK_M", "warps", "threads", *regs, "LDS B", f"blk/{unit}",
               "w/SIMD" if target.is_amd else "w/SM", "occ.", "limiter"):
         t.add_column(c, justify="left" if c in ("variant", "limiter") else "right")
-    for r in rows:
+    shown, rest = top(flat_rows(result.rows), show_all=view.show_all, limit=view.limit)
+    for r in shown:
         head = [r["variant"], str(r["BLOCK_M"]), str(r["num_warps"])]
         nums = [str(r["vgprs"]), str(r["sgprs"])] if target.is_amd else [str(r["regs"])]
         slots = r["waves_per_simd"] if target.is_amd else r["warps_per_sm"]
@@ -147,37 +125,50 @@ def _print_analytic(target, rows, skipped, wl, label, console) -> None:
                   str(r["blocks_per_cu"]) if r["fits"] else "no fit", str(slots if r["fits"] else "-"),
                   f"{r['occupancy']:.0%}", r["limiter"] if r["fits"] else "no fit")
     console.print(t)
-    sources = sorted({r["resources_source"] for r in rows})
+    if rest:
+        console.print(analytic_rest(rest))
+    sources = sorted({r["resources_source"] for r in result.rows})
     console.print(f"resources: {', '.join(sources)}")
-    for r in rows:
+    for r in shown:
         if r.get("occupancy_note"):
-            console.print(f"{r['variant']} BLOCK_M={r['BLOCK_M']} num_warps={r['num_warps']}: {r['occupancy_note']}")
-    for r in rows:
+            console.print(f"{_cfg(r)}: {r['occupancy_note']}")
         if not r["fits"]:
-            console.print(f"no fit: {r['variant']} BLOCK_M={r['BLOCK_M']} num_warps={r['num_warps']}: {r['reason']}")
-    for s in skipped:
-        c = s["config"]
-        console.print(f"skipped {c['variant']} BLOCK_M={c['BLOCK_M']} num_warps={c['num_warps']}: {s['reason']}")
+            console.print(f"no fit: {_cfg(r)}: {r['reason']}")
+    for line in skipped_lines(result.skipped, label=_cfg, show_all=view.show_all):
+        console.print(line)
     if target.unconfirmed():
         console.print(f"[yellow]unconfirmed target parameters:[/] {', '.join(target.unconfirmed())}")
+    console.print(result.why)
+    if path:
+        console.print(f"wrote {path}")
+    return True
 
 
-def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
-    from occtune.engine.family import key_of
-    from occtune.engine.sweep import SweepHooks
-    from occtune.kernels.rope.family import RopeFamily
-    from occtune.pipeline.timed import Output, first_value, run_timed
+def _cfg(c: dict) -> str:
+    return f"{c['variant']} BLOCK_M={c['BLOCK_M']} num_warps={c['num_warps']}"
 
-    fam = RopeFamily(workloads)
-    wl = _representative(workloads)
+
+def timed_plan(family, target):
+    """The timed sweep's plan: each config's cross-compiled resources and occupancy on every row
+    (two of them in the summary), and what the results assume."""
+    from occtune.engine.analytic import occupancy_row
+    from occtune.engine.family import TimedPlan, key_of
+    from occtune.errors import CompileError
+    from occtune.pipeline.timed import first_value
+
+    wl, workloads = family.representative(), family.workloads()
     analytic: dict[str, dict] = {}
 
     def annotate(config):
         k = key_of(config)
         if k not in analytic:
-            rows, _ = analytic_rows(target, [config], workloads)
-            analytic[k] = {c: rows[0].get(c) for c in ("regs", "vgprs", "sgprs", "lds_bytes", "blocks_per_cu",
-                                                        "occupancy") if rows and rows[0].get(c) is not None}
+            try:
+                res = family.resources(config, target)
+            except CompileError:
+                res = None
+            row = flat_rows([occupancy_row(target, config, res)])[0] if res is not None else {}
+            analytic[k] = {c: row.get(c) for c in ("regs", "vgprs", "sgprs", "lds_bytes", "blocks_per_cu",
+                                                    "occupancy") if row.get(c) is not None}
         return analytic[k]
 
     unit = "CU" if target.is_amd else "SM"
@@ -189,6 +180,4 @@ def _timed(target, configs, workloads, out_dir, run, timing, as_json) -> None:
                    "peak_hbm_bytes_per_s": target.peak_hbm_bytes_per_s,
                    "workloads": "DeepSeek-V4 inverse rope, bf16, 64 rope columns of a 512-wide head"
                    if all(w["D"] == 64 and w["H"] == 128 for w in workloads) else "from --shape"}
-    run_timed(fam, target=target.name, configs=configs, workloads=workloads, device="cuda", timer=timing.timer(),
-              options=run, hooks=SweepHooks(annotate=annotate, peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
-              output=Output(out_dir=out_dir, as_json=as_json, columns=cols, assumptions=assumptions))
+    return TimedPlan(annotate=annotate, columns=cols, assumptions=assumptions)

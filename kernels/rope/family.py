@@ -140,11 +140,37 @@ class RopeFamily(Family):
         target = local_target()
         return compiled_resources(built.config, target) if target else None
 
+    def representative(self) -> dict:
+        """The workload whose specialisation resources are read from: the largest T."""
+        return max(self._workloads, key=lambda w: w["T"])
+
     def resources(self, config: dict, target) -> Resources | None:
         """Cross-compiled by Triton for ``target`` at the largest T (the launcher's specialisation)."""
         from .resources import compiled_resources
 
-        return compiled_resources(validate_config(config), target.name, max(self._workloads, key=lambda w: w["T"]))
+        return compiled_resources(validate_config(config), target.name, self.representative())
+
+    # --- analytic and timed hooks: tune rope's tables and plan (cli.py) ------------------------
+    # analytic_ranks stays False: a memory-bound kernel's speed is not set by how many blocks fit,
+    # so the analytic run shows every config's resources and occupancy and crowns none.
+    def analytic_document(self, doc: dict, result, target) -> dict:
+        doc["assumptions"]["resources_workload"] = self.representative()
+        return doc
+
+    def analytic_json(self, result, target) -> dict:
+        from .cli import analytic_json
+
+        return analytic_json(self, result, target)
+
+    def show_analytic(self, result, target, view, path) -> bool:
+        from .cli import show_analytic
+
+        return show_analytic(self, result, target, view, path)
+
+    def timed_plan(self, target, view, device="cuda"):
+        from .cli import timed_plan
+
+        return timed_plan(self, target)
 
     # --- run and check -----------------------------------------------------------------------
     def make_inputs(self, workload: dict, seed: int, device: Any) -> RopeInputs:

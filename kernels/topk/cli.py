@@ -1,14 +1,16 @@
 """`tune topk`: sweep the radix top-k kernel's dynamic LDS budget on a target.
 
-Without a GPU of that target (or with --analytic) this is the analytic sweep
-(occtune.engine.analytic through the family): registers and static LDS of the main kernel compiled
-for the target (assumed from the profile, loudly, only where no compiler builds for it), occupancy
-from the target profile, tie capacity against the worst of the uniform estimate and synthetic rows
-at the required context (or the measured bound with --scores), refuted by any overflowed rows of
-timed sweeps under --out. On the local GPU's target it is the timed sweep (``_timed_sweep``): budgets x workloads
-through the engine, with static LDS and registers read from the built kernel, the occupancy model
-cross-checked against the driver's occupancy query, overflowed rows per config, the engine's
-selection, and ``topk.yaml`` plus ``topk.h`` written.
+The verb builds a :class:`occtune.pipeline.SweepRequest` and a :class:`TopkFamily` from its options
+and runs the one pipeline. Without a GPU of that target (or with --analytic) this is the analytic
+sweep: registers and static LDS of the main kernel compiled for the target (assumed from the
+profile, loudly, only where no compiler builds for it), occupancy from the target profile, tie
+capacity against the worst of the uniform estimate and synthetic rows at the required context (or
+the measured bound with --scores), refuted by any overflowed rows of timed sweeps under --out; the
+budgets rank (the most blocks per CU that cover the context wins). On the local GPU's target it is
+the timed sweep: budgets x workloads through the engine, with static LDS and registers read from
+the built kernel, the occupancy model cross-checked against the driver's occupancy query,
+overflowed rows per config, the engine's selection, and ``topk.yaml`` plus ``topk.h`` written.
+The functions below the command are :class:`TopkFamily`'s hooks.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from rich.table import Table
 from occtune.outputs import provenance
 from occtune.kernels.topk.analysis import TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
-from occtune.engine.options import from_cli, reject_timed_options, sweep_options
+from occtune.engine.options import from_cli, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.model.occupancy import Resources, occupancy
-from occtune.output import console, emit_json
+from occtune.output import console
 from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
 from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
-from occtune.outputs.results import SCHEMA, out_folder, results_path, write_results
+from occtune.outputs.results import out_folder
 from occtune.model.targets import load_target
 from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, ValueList
 
@@ -39,13 +41,6 @@ def _measured_stats(scores: str, bits: int, k: int):
     stats = tie_stats_from_file(scores, bits=(bits,), k=k)
     stats.require_finite_data(scores)
     return stats
-
-
-def _add_overflow_counts(rows: list[dict], stats, bits: int, bytes_per_entry: int) -> None:
-    """Measured bound: how many of the file's rows would overflow each budget's candidate list."""
-    for r in rows:
-        r["rows_overflowing"] = int(stats.overflow_rows(bits, r["config"]["lds_budget"], bytes_per_entry))
-        r["rows_measured"] = int(stats.rows)
 
 
 def build_sweep(profile, budgets, threads, static_lds, bits, required_context, headroom, max_candidates):
@@ -84,87 +79,63 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
               help="Timed: batch sizes (rows).")
 @click.option("--lengths", type=SIZE_LIST, default="8K,64K,128K,1M", show_default=True,
               help="Timed: row lengths (K = 1024).")
+@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
+                                                     "line for the rest).")
 @sweep_options
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
-            profile_path, out_dir, no_write, force, as_json, analytic, batch, lengths, **opts):
+            profile_path, out_dir, no_write, force, as_json, analytic, batch, lengths, show_all, **opts):
     """Sweep LDS budgets: occupancy, tie capacity and the winner; writes results/<target>/topk.yaml."""
+    from occtune.kernels.topk.family import TopkFamily
+    from occtune.pipeline import SweepRequest, run_request
+
     run_opts, timing = from_cli(opts)
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = bits or profile.coarse_bits
     threads_list = list(dict.fromkeys(threads or [profile.threads]))      # order kept, repeats dropped
-    max_cand, tie_summary, stats = None, None, None
+    max_cand, stats = None, None
     if scores:
         stats = _measured_stats(scores, nbits, profile.k)
-        max_cand, tie_summary = int(stats.max_candidates[nbits]), stats.to_dict()
+        max_cand = int(stats.max_candidates[nbits])
     sweep = build_sweep(profile, budgets, threads_list[0], static_lds, nbits, required_context, headroom,
                         max_cand)
-    if not analytic:
-        from occtune.model.targets import detect
+    fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k,
+                     sweep=sweep, static_lds=static_lds, profile=profile,
+                     scores=(scores, stats) if scores else None, evidence_dir=out_folder(out_dir, timed=True))
+    req = SweepRequest(family="topk", target=target.name, analytic=analytic,
+                       workloads=tuple({"B": b, "L": n, "K": profile.k} for b in batch for n in lengths),
+                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, show_all=show_all,
+                       run=run_opts, timing=timing,
+                       timed_flags=timed_options_given(click.get_current_context(), extra=("batch", "lengths")))
+    run_request(req, fam)
 
-        if detect(target.vendor)["target"] == target.name:
-            _timed_sweep(target, profile, sweep, batch, lengths, None if no_write else out_folder(out_dir, True),
-                         run_opts, timing, as_json, tie_summary, threads_list)
-            return
-    reject_timed_options(click.get_current_context(), "--analytic asks for the analytic sweep" if analytic
-                         else f"no {target.name} GPU is here, so this sweep is analytic", extra=("batch", "lengths"))
-    if len(threads_list) > 1:
-        raise UserError(f"--threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
+
+# ------------------------------------------------------------- TopkFamily's analytic hooks
+
+
+def check_one_block_size(configs, target) -> None:
+    """The analytic verdict compares budgets at one block size: refused before any compile."""
+    threads = sorted({int(c["threads"]) for c in configs})
+    if len(threads) > 1:
+        raise UserError(f"threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
                         f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "
                         "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes "
                         "several")
-    sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
-    rows, winner, why = result.rows, result.winner, result.why
+
+
+def select_analytic(fam, rows, target):
+    """The budgets' ranking (analysis.select_analytic), what NaN/inf score rows did to the bound,
+    and, when nothing covers the context, what the other key width would need."""
+    from occtune.kernels.topk.analysis import select_analytic as rank
+
+    winner, why = rank(rows)
+    stats = fam.scores_stats()
     if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
         why += f"; scores: {stats.nonfinite_note()}"
-    if stats is not None:
-        _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
-    doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
-    path = None
-    if winner is not None and not no_write:
-        path = write_results(results_path(out_folder(out_dir, False), target.name, "topk"), doc, force=force)
-    if as_json:
-        emit_json({**doc, "configs": rows, "results_file": str(path) if path else None})
-    else:
-        _print_table(target, sweep, rows, winner, why, path, doc["assumptions"])
-    if winner is None:       # nothing to recommend: the table shows why, the error says so, nothing written
-        raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}; nothing written")
+    return winner, why + ("" if winner is not None else _other_width_hint(_row_settings(fam, rows)))
 
 
-def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
-    """The family's analytic sweep (occtune.engine.analytic) over the budgets at one width: the
-    compiled main kernel's resources per budget, the default capacity bound unless --scores gave
-    a measured one, and overflowed rows of timed sweeps under ``out_dir`` (default: results/, where
-    timed results go) as refutations."""
-    from contextlib import nullcontext
-    from dataclasses import replace
-
-    from occtune.engine.analytic import analytic_sweep
-    from occtune.engine.sweep import default_configs
-    from occtune.kernels.topk.analysis import timed_overflows, with_default_bound
-    from occtune.kernels.topk.family import TopkFamily
-    from occtune.output import err_console
-
-    if sweep.max_candidates is None:
-        sweep = with_default_bound(sweep, profile.k)
-    sweep = replace(sweep, timed_overflow=timed_overflows(out_folder(out_dir, timed=True), sweep.required_context))
-    fam = TopkFamily(budgets=sweep.budgets, threads=(sweep.threads,), bits=(sweep.bits,), k=profile.k, sweep=sweep,
-                     static_lds=sweep.static_lds if static_lds_given else None)
-    configs = default_configs(fam)
-    if target.is_amd:      # clang runs as a process per config: compile them side by side (cached on disk)
-        from concurrent.futures import ThreadPoolExecutor
-        import os
-
-        with err_console.status(f"compiling topk.cuh for {target.name} ({len(configs)} configs; cached after "
-                                "the first run)") if not quiet else nullcontext():
-            with ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
-                list(pool.map(lambda c: _compiled_or_none(fam, c, target), configs))
-    result = analytic_sweep(fam, target, configs)
-    _require_every_budget(result, target)
-    return sweep, result
-
-
-def _require_every_budget(result, target) -> None:
+def require_every_budget(result, target) -> None:
     """The verdict compares every budget: one the sweep skipped (its compile failed: clang or
     nvcc refused, crashed or timed out) leaves no whole answer, so one error line, nothing written."""
     if not result.skipped:
@@ -178,62 +149,46 @@ def _require_every_budget(result, target) -> None:
                     "timed out, run it again)")
 
 
-def _compiled_or_none(fam, config, target):
-    """Warm the compile cache; a config the compiler refuses is skipped by the sweep (an error)."""
-    from occtune.errors import CompileError
-
-    try:
-        return fam.resources(config, target)
-    except CompileError:
-        return None
+def analytic_document(fam, doc, result, target) -> dict:
+    """The analytic results document with what top-k assumed and the profile it read."""
+    doc["assumptions"] = _assumptions(target, _row_settings(fam, result.rows), result.rows, fam.scores)
+    doc["provenance"] = provenance.collect(target=target.name, target_file=target.path, profile_file=fam.profile.path)
+    return doc
 
 
-def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary) -> dict:
+def _assumptions(target, sweep, rows, scores) -> dict:
     measured = sweep.max_candidates is not None
     cap = rows[0] if rows else {}
     sources = list(dict.fromkeys(r["resources_source"] for r in rows))
+    scores_file, stats = scores or (None, None)
     return {
-        "schema": SCHEMA,
-        "family": "topk",
-        "target": target.name,
-        "timed": False,
-        "winner": None if winner is None else {
-            "config": dict(winner["config"]),
-            "blocks_per_cu": winner["blocks_per_cu"],
-            "limiter": winner["limiter"],
-            "explanation": why,
-        },
-        "rows": rows,
-        "assumptions": {
-            "analytic": True,
-            "threads": sweep.threads,
-            "kernel": "topk_transform_kernel (the split and cluster kernels of long rows are not in the verdict)",
-            "resources_source": sources[0] if len(sources) == 1 else sources,
-            "resources_assumed": any(src.startswith("assumed") for src in sources),
-            "static_lds_bytes": cap.get("static_lds_bytes", sweep.static_lds),
-            "static_lds_source": sources[0] if len(sources) == 1 else sources,
-            "bytes_per_entry": sweep.bytes_per_entry,
-            "coarse_bits": sweep.bits,
-            "coarse_bins": coarse_bins(sweep.bits),
-            "required_context_tokens": sweep.required_context,
-            "headroom": sweep.headroom,
-            "capacity_bound": "measured" if measured else "worst",
-            "capacity_bound_label": MEASURED_LABEL if measured else _capacity_label(sweep),
-            "required_entries": cap.get("required_entries"),
-            "binding_bound": cap.get("capacity_bound"),
-            "synthetic_candidates": None if measured else {f: c[sweep.bits] for f, c in sweep.synthetic.items()},
-            "synthetic_quantile": None if measured else sweep.synthetic_quantile,
-            "uniform_entries": _uniform_need(sweep),
-            "timed_overflow": {f"{b}": ev for (bits, b), ev in (sweep.timed_overflow or {}).items()
-                               if bits == sweep.bits},
-            "scores_file": scores,
-            "measured_max_candidates": sweep.max_candidates,
-            "tie_stats": tie_summary,
-            "other_width": None if measured else _other_width(sweep),
-            "unconfirmed_target_parameters": target.unconfirmed(),
-            "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
-        },
-        "provenance": provenance.collect(target=target.name, target_file=target.path, profile_file=profile.path),
+        "analytic": True,
+        "threads": sweep.threads,
+        "kernel": "topk_transform_kernel (the split and cluster kernels of long rows are not in the verdict)",
+        "resources_source": sources[0] if len(sources) == 1 else sources,
+        "resources_assumed": any(src.startswith("assumed") for src in sources),
+        "static_lds_bytes": cap.get("static_lds_bytes", sweep.static_lds),
+        "static_lds_source": sources[0] if len(sources) == 1 else sources,
+        "bytes_per_entry": sweep.bytes_per_entry,
+        "coarse_bits": sweep.bits,
+        "coarse_bins": coarse_bins(sweep.bits),
+        "required_context_tokens": sweep.required_context,
+        "headroom": sweep.headroom,
+        "capacity_bound": "measured" if measured else "worst",
+        "capacity_bound_label": MEASURED_LABEL if measured else _capacity_label(sweep),
+        "required_entries": cap.get("required_entries"),
+        "binding_bound": cap.get("capacity_bound"),
+        "synthetic_candidates": None if measured else {f: c[sweep.bits] for f, c in sweep.synthetic.items()},
+        "synthetic_quantile": None if measured else sweep.synthetic_quantile,
+        "uniform_entries": _uniform_need(sweep),
+        "timed_overflow": {f"{b}": ev for (bits, b), ev in (sweep.timed_overflow or {}).items()
+                           if bits == sweep.bits},
+        "scores_file": scores_file,
+        "measured_max_candidates": sweep.max_candidates,
+        "tie_stats": None if stats is None else stats.to_dict(),
+        "other_width": None if measured else _other_width(sweep),
+        "unconfirmed_target_parameters": target.unconfirmed(),
+        "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
     }
 
 
@@ -267,17 +222,42 @@ def _other_width(sweep) -> dict:
     return {"bits": other, "required_entries": need, "budget_bytes": budget_bytes_for(need, sweep.bytes_per_entry)}
 
 
-def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
+def show_analytic(fam, result, target, view, path) -> bool:
+    """tune topk's table, one row per budget; False (the generic table) when the rows mix key widths."""
+    if len({r["config"]["bits"] for r in result.rows}) > 1:
+        return False
+    sweep = _row_settings(fam, result.rows)
+    _print_table(target, sweep, result, view, path, _assumptions(target, sweep, result.rows, fam.scores))
+    return True
+
+
+def _row_settings(fam, rows):
+    """The analytic settings at the rows' block size and key width (``tune sweep topk --set``
+    may sweep other values than the family's axes)."""
+    from dataclasses import replace
+
+    s = fam.sweep()
+    threads, bits = {r["config"]["threads"] for r in rows}, {r["config"]["bits"] for r in rows}
+    return replace(s, threads=int(threads.pop()) if len(threads) == 1 else s.threads,
+                   bits=int(bits.pop()) if len(bits) == 1 else s.bits)
+
+
+def _print_table(target, sweep, result, view, path, notes) -> None:
+    from occtune.outputs.display import analytic_rest, top
+
+    rows, winner, why = result.rows, result.winner, result.why
     unit = "CU" if target.is_amd else "SM"
     measured = sweep.max_candidates is not None
-    table = Table(title=f"tune topk --target {target.name}: {sweep.threads} threads, static LDS "
-                        f"{notes['static_lds_bytes']} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
-                  title_justify="left")
+    console.print(f"tune topk --target {target.name}: {sweep.threads} threads, static LDS "
+                  f"{notes['static_lds_bytes']} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)")
+    table = Table()
     cols = ["budget", "LDS/block", f"blocks/{unit}", "waves/SIMD" if target.is_amd else "warps/SM",
             "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers"]
     for c in cols:
         table.add_column(c, justify="right" if c not in ("limiter", "covers") else "left")
-    for r in rows:
+    shown, rest = top(rows, is_winner=lambda r: r is winner, show_all=view.show_all, limit=view.limit,
+                      key=lambda r: (r["fits"] and r["covers_context"], r["blocks_per_cu"], r["config"]["lds_budget"]))
+    for r in shown:
         win = winner is not None and r is winner
         slots = r["waves_per_simd"] if target.is_amd else r["warps_per_sm"]
         need = (f"{r['required_entries']:,}" if not measured else
@@ -293,6 +273,8 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
             style="bold green" if win else None,
         )
     console.print(table)
+    if rest:
+        console.print(analytic_rest(rest))
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
     if winner is not None:
@@ -365,7 +347,7 @@ def _occupancy_check(target, sweep, config: dict) -> dict:
 
 class _TimedChecks:
     """The timed sweep's occupancy hooks: prune by the model, annotate each config with the built
-    kernel's resources and the driver's answer (``checks``), admit by tie capacity."""
+    kernel's resources and the driver's answer (``checks``). (Tie capacity admits: TopkFamily.admissible.)"""
 
     def __init__(self, target, sweep):
         self.target, self.sweep, self.checks = target, sweep, {}
@@ -386,13 +368,6 @@ class _TimedChecks:
                 self.checks[(b, t)] = {"dynamic_lds_bytes": b, "threads": t, "model_agrees_with_driver": None,
                                        "annotate_error": (str(e).splitlines() or [type(e).__name__])[0][:160]}
         return self.checks[(b, t)]
-
-    def admissible(self, config, workload):
-        from occtune.kernels.topk.analysis import capacity_for
-
-        cap = capacity_for(self.sweep, int(config["lds_budget"]))
-        return cap.covers_context, ("" if cap.covers_context else
-                                    f"tie capacity {cap.entries} entries does not cover the required context")
 
     def warn_disagreements(self, unit: str) -> None:
         for c in self.checks.values():
@@ -450,24 +425,17 @@ def _timed_assumptions(sweep, threads_list, tie_summary, checks) -> dict:
             "occupancy_cross_check": [dict(v) for _, v in sorted(checks.items())]}
 
 
-def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timing, as_json, tie_summary,
-                 threads_list) -> None:
-    from occtune.engine.sweep import SweepHooks, default_configs
-    from occtune.kernels.topk.family import TopkFamily
-    from occtune.pipeline.timed import Output, run_timed
+def timed_plan(fam, target):
+    """The timed sweep's plan: prune by the occupancy model, each config's built kernel beside the
+    driver's occupancy answer, the summary's columns and assumptions, the C header of the winner
+    written beside the results, and a warning wherever model and driver disagree."""
+    from occtune.engine.family import TimedPlan
 
-    workloads = [{"B": b, "L": n, "K": profile.k} for b in batch for n in lengths]
-    fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
+    sweep, threads = fam.settings(), fam.axes()["threads"]
+    stats = fam.scores_stats()
     chk = _TimedChecks(target, sweep)
-    fam.admissible = chk.admissible
     unit = "CU" if target.is_amd else "SM"
-    run = run_timed(fam, target=target.name, configs=default_configs(fam), workloads=workloads, device="cuda",
-                    timer=timing.timer(), options=run_opts,
-                    hooks=SweepHooks(fits=chk.fits, annotate=chk.annotate,
-                                     peak_gbps=float(target.peak_hbm_bytes_per_s) / 1e9),
-                    output=Output(out_dir=out_dir, as_json=as_json, columns=_timed_columns(unit),
-                                  assumptions=lambda: _timed_assumptions(sweep, threads_list, tie_summary, chk.checks),
-                                  after_write=_write_header))
-    if not as_json:
-        chk.warn_disagreements(unit)
-    return run
+    return TimedPlan(fits=chk.fits, annotate=chk.annotate, columns=_timed_columns(unit),
+                     assumptions=lambda: _timed_assumptions(sweep, threads, None if stats is None else stats.to_dict(),
+                                                            chk.checks),
+                     after_write=_write_header, after_show=lambda run, view: chk.warn_disagreements(unit))

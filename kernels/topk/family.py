@@ -25,24 +25,40 @@ K = 2048
 class TopkFamily(Family):
     name = "topk"
     inputs_reusable = True      # run never writes its inputs; outputs are allocated by the launcher
+    # The analytic verdict ranks budgets at one block size: the most blocks per CU/SM among those
+    # whose candidate list covers the required context (analysis.select_analytic).
+    analytic_ranks = True
 
     def __init__(self, budgets=None, threads=None, bits=None, k: int = K, sweep=None,
-                 static_lds: int | None = None):
-        """Axes not given come from the profile (kernels/topk/profile.yaml). ``sweep``: the analytic settings (:class:`occtune.kernels.topk.analysis.TopkSweep`:
-        capacity bound, required context, the profile's static LDS for the assumed path); default:
-        the profile's, with the synthetic capacity bound. ``static_lds``: replace the compiled
-        static LDS (``tune topk --static-lds``)."""
+                 static_lds: int | None = None, profile=None, scores=None, evidence_dir=None):
+        """Axes not given come from the profile (kernels/topk/profile.yaml, or ``profile``, a loaded
+        :class:`occtune.kernels.topk.profile.TopkProfile`). ``sweep``: the settings
+        (:class:`occtune.kernels.topk.analysis.TopkSweep`: required context, headroom, a measured
+        bound, the profile's static LDS for the assumed path); default: the profile's. ``static_lds``:
+        replace the compiled static LDS (``tune topk --static-lds``). ``scores``: (file, its
+        :class:`occtune.kernels.topk.ties.TieStats`) behind a measured bound (``--scores``).
+        ``evidence_dir``: a folder whose timed ``*/topk.yaml`` results refute budgets whose rows
+        overflowed (``tune topk`` passes its timed results folder)."""
+        self._profile = profile
         if None in (budgets, threads, bits):
-            from .profile import load_topk_profile
-
-            prof = load_topk_profile()
+            prof = self.profile
             budgets = prof.budgets if budgets is None else budgets
             threads = (prof.threads,) if threads is None else threads
             bits = (prof.coarse_bits,) if bits is None else bits
         self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
         self.k = int(k)
         self._sweep = sweep
+        self._analytic = None
         self.static_lds = static_lds
+        self.scores, self.evidence_dir = scores, evidence_dir
+
+    @property
+    def profile(self):
+        if self._profile is None:
+            from .profile import load_topk_profile
+
+            self._profile = load_topk_profile()
+        return self._profile
 
     # --- the space -----------------------------------------------------------------------------
     def axes(self):
@@ -64,6 +80,15 @@ class TopkFamily(Family):
 
     def safety_key(self, config):
         return float(config["lds_budget"])   # more candidate headroom is safer
+
+    def admissible(self, config, workload):
+        """The timed selection's hard constraint: the budget's candidate list covers the required
+        context (the settings' bound: the measured one with --scores, else the uniform estimate)."""
+        from occtune.kernels.topk.analysis import capacity_for
+
+        cap = capacity_for(self.settings(), int(config["lds_budget"]), int(config["bits"]))
+        return cap.covers_context, ("" if cap.covers_context else
+                                    f"tie capacity {cap.entries} entries does not cover the required context")
 
     # --- build and resources ------------------------------------------------------------------
     def macros(self, config):
@@ -133,33 +158,93 @@ class TopkFamily(Family):
         return res
 
     def _profile_static_lds(self) -> int:
-        from occtune.kernels.topk.profile import load_topk_profile
+        return self.settings().static_lds
 
-        return self._sweep.static_lds if self._sweep is not None else load_topk_profile().static_lds
-
-    # --- analytic hooks -----------------------------------------------------------------------
-    def sweep(self):
-        """The analytic settings (see ``__init__``), built from the profile on first use."""
+    # --- settings -----------------------------------------------------------------------------
+    def settings(self):
+        """The sweep's settings (see ``__init__``): the verb's, else the profile's at this
+        family's first block size and key width."""
         if self._sweep is None:
-            from occtune.kernels.topk.analysis import TopkSweep, with_default_bound
-            from occtune.kernels.topk.profile import load_topk_profile
+            from occtune.kernels.topk.analysis import TopkSweep
 
-            p = load_topk_profile()
-            self._sweep = with_default_bound(TopkSweep(
-                budgets=tuple(self._axes["lds_budget"]), threads=self._axes["threads"][0], static_lds=p.static_lds,
-                bytes_per_entry=p.bytes_per_entry, bits=self._axes["bits"][0], required_context=p.required_context,
-                headroom=p.headroom), self.k)
+            p = self.profile
+            self._sweep = TopkSweep(budgets=tuple(self._axes["lds_budget"]), threads=self._axes["threads"][0],
+                                    static_lds=p.static_lds, bytes_per_entry=p.bytes_per_entry,
+                                    bits=self._axes["bits"][0], required_context=p.required_context,
+                                    headroom=p.headroom)
         return self._sweep
+
+    def sweep(self):
+        """The analytic settings: :meth:`settings` with the default capacity bound (the worst of
+        the uniform estimate and synthetic rows) unless a measured one is given, and the
+        overflowed rows of timed results under ``evidence_dir`` as refutations. Made once."""
+        if self._analytic is None:
+            from dataclasses import replace as _replace
+
+            from occtune.kernels.topk.analysis import timed_overflows, with_default_bound
+
+            s = self.settings()
+            if s.max_candidates is None and s.synthetic is None:
+                s = with_default_bound(s, self.k)
+            if self.evidence_dir is not None:
+                s = _replace(s, timed_overflow=timed_overflows(self.evidence_dir, s.required_context))
+            self._analytic = s
+        return self._analytic
+
+    def scores_stats(self):
+        """The tie statistics of ``--scores`` rows, or None."""
+        return self.scores[1] if self.scores else None
+
+    # --- analytic hooks: the budgets rank (tune topk's table and document: cli.py) -------------
+    def resources_workers(self, target) -> int:
+        """clang runs as a process per config: compile the budgets side by side (cached on disk)."""
+        import os
+
+        return (os.cpu_count() or 1) if target.is_amd else 1
 
     def analytic_columns(self, config, target):
         from occtune.kernels.topk.analysis import capacity_columns
 
-        return capacity_columns(self.sweep(), int(config["lds_budget"]), int(config["bits"]))
+        budget, bits = int(config["lds_budget"]), int(config["bits"])
+        out = capacity_columns(self.sweep(), budget, bits)
+        stats = self.scores_stats()
+        if stats is not None:       # the measured bound: how many of the file's rows overflow this budget
+            out.update(rows_overflowing=int(stats.overflow_rows(bits, budget, self.settings().bytes_per_entry)),
+                       rows_measured=int(stats.rows))
+        return out
+
+    def check_analytic_space(self, configs, target):
+        from .cli import check_one_block_size
+
+        check_one_block_size(configs, target)
+
+    def check_analytic_result(self, result, target):
+        from .cli import require_every_budget
+
+        require_every_budget(result, target)
 
     def select_analytic(self, rows, target):
-        from occtune.kernels.topk.analysis import select_analytic
+        from .cli import select_analytic
 
-        return select_analytic(rows)
+        return select_analytic(self, rows, target)
+
+    def analytic_document(self, doc, result, target):
+        from .cli import analytic_document
+
+        return analytic_document(self, doc, result, target)
+
+    def analytic_json(self, result, target):
+        return {"configs": result.rows}
+
+    def show_analytic(self, result, target, view, path):
+        from .cli import show_analytic
+
+        return show_analytic(self, result, target, view, path)
+
+    def timed_plan(self, target, view, device="cuda"):
+        from .cli import timed_plan
+
+        return timed_plan(self, target)
 
     # --- run and check ------------------------------------------------------------------------
     def _to_inputs(self, scores, lengths, device, workload):

@@ -101,9 +101,11 @@ def _list_families(as_json: bool) -> None:
 @click.option("--no-write", is_flag=True, help="Print only; write no results file.")
 @click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
+                                                     "line for the rest).")
 @sweep_options
 def command(family_name, list_only, target_name, analytic, device, sets, workload_items, out_dir, no_write, force,
-            as_json, **opts):
+            as_json, show_all, **opts):
     """Sweep any kernel family: analytic on another target, timed on the local GPU."""
     if list_only:
         _list_families(as_json)
@@ -120,6 +122,7 @@ def command(family_name, list_only, target_name, analytic, device, sets, workloa
         raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
     req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
                        configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
-                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, run=run, timing=timing,
+                       out_dir=out_dir, write=not no_write, force=force, as_json=as_json, show_all=show_all, run=run,
+                       timing=timing,
                        timed_flags=timed_options_given(click.get_current_context()))
     run_request(req, family)

@@ -3,8 +3,9 @@
 No GPU and no timing: each config's per-block resources come from ``family.resources(config,
 target)`` (the compiled kernel where a compiler for the target is at hand, else the family's
 stated assumption), the occupancy model gives blocks per CU/SM and the limiter, the family adds
-its own columns (``analytic_columns``: top-k's tie capacity, say) and picks the winner
-(``select_analytic``). Every row says where its resources came from.
+its own columns (``analytic_columns``: top-k's tie capacity, say) and gives its verdict
+(``select_analytic``): a winner where the family's verdict ranks configs (``analytic_ranks``),
+else none, with what the rows do show. Every row says where its resources came from.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class AnalyticResult:
     winner: dict | None
     why: str
     skipped: list[dict] = field(default_factory=list)
+    ranked: bool = True          # False: the family's verdict does not rank configs (no winner by design)
 
 
 def occupancy_row(target, config: dict, res: Resources) -> dict:
@@ -70,13 +72,11 @@ def occupancy_note(target, row: dict) -> str:
 
 
 def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResult:
-    """Rows for ``configs`` on ``target`` and the family's analytic winner."""
+    """Rows for ``configs`` on ``target`` and the family's analytic verdict."""
     rows, skipped = [], []
-    for config in configs:
-        try:
-            res = family.resources(config, target)
-        except CompileError as e:
-            skipped.append({"config": dict(config), "reason": f"compile failed: {e}"})
+    for config, res in zip(configs, _resources(family, target, configs)):
+        if isinstance(res, CompileError):
+            skipped.append({"config": dict(config), "reason": f"compile failed: {res}"})
             continue
         if res is None:
             skipped.append({"config": dict(config), "reason": f"no resources for {target.name}"})
@@ -85,4 +85,22 @@ def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResul
         row.update(family.analytic_columns(config, target))
         rows.append(row)
     winner, why = family.select_analytic(rows, target)
-    return AnalyticResult(family.name, target.name, rows, winner, why, skipped)
+    ranked = bool(family.analytic_ranks)
+    return AnalyticResult(family.name, target.name, rows, winner if ranked else None, why, skipped, ranked)
+
+
+def _resources(family: Family, target, configs: list[dict]) -> list:
+    """Each config's resources (None, or the CompileError), on ``family.resources_workers`` threads."""
+    def one(config):
+        try:
+            return family.resources(config, target)
+        except CompileError as e:
+            return e
+
+    workers = max(1, min(len(configs), int(family.resources_workers(target))))
+    if workers == 1:
+        return [one(c) for c in configs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, configs))

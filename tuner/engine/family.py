@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from occtune.engine.phases import phase  # noqa: F401 - for families: with phase("reference"): ...
 from occtune.model.occupancy import Resources  # noqa: F401 - part of the Family contract
@@ -40,6 +40,34 @@ class CheckResult:
     ok: bool
     reason: str = ""
     diagnostics: dict = field(default_factory=dict)   # e.g. {"overflow_rows": 3}
+
+
+@dataclass(frozen=True)
+class View:
+    """How a run is shown: one JSON document (``as_json``), or tables of the winner and the top
+    ``limit`` rows with a one-line summary of the rest (every row with ``show_all``)."""
+
+    as_json: bool = False
+    show_all: bool = False
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class TimedPlan:
+    """What a family adds to its timed sweep on a target (:meth:`Family.timed_plan`); all optional.
+
+    ``fits(config) -> (ok, reason)`` replaces the occupancy prune from :meth:`Family.resources`;
+    ``annotate(config) -> dict`` adds columns to every row; ``columns``: (header, function of one
+    config's rows -> text) in the summary table; ``assumptions``: a dict, or a callable giving it
+    after the sweep; ``after_write(path, doc) -> {"<what>_file": path}`` writes files beside the
+    results (a header, an allow-list); ``after_show(run, view)`` prints more after the table."""
+
+    fits: Callable | None = None
+    annotate: Callable | None = None
+    columns: tuple = ()
+    assumptions: Any = None
+    after_write: Callable | None = None
+    after_show: Callable | None = None
 
 
 class Family:
@@ -143,18 +171,64 @@ class Family:
         return 0
 
     # --- analytic hooks (optional) -----------------------------------------------------------
+    # True when the analytic verdict ranks configs (top-k's LDS budgets at one block size: the
+    # most blocks per CU that still hold the candidates). False (the default): occupancy does not
+    # say which config is fastest (RoPE, GEMM tiles), so an analytic run shows resources,
+    # occupancy and limiters with no winner, and ``tune export`` refuses its results.
+    analytic_ranks: bool = False
+
+    def resources_workers(self, target: Any) -> int:
+        """Configs whose :meth:`resources` the analytic sweep computes side by side (a compiler
+        run as a process per config, e.g. clang); 1: one after the other (Triton holds the GIL)."""
+        return 1
+
     def analytic_columns(self, config: Config, target: Any) -> dict:
         """Family-specific analytic columns of one config (e.g. top-k's tie capacity)."""
         return {}
 
+    def check_analytic_space(self, configs: list[Config], target: Any) -> None:
+        """Raise a UserError, before anything is compiled, for a space the analytic verdict cannot
+        cover (top-k: budgets at several block sizes, whose blocks per CU do not compare)."""
+
+    def check_analytic_result(self, result: Any, target: Any) -> None:
+        """Raise a UserError, before anything is written, when the analytic rows
+        (:class:`occtune.engine.analytic.AnalyticResult`) leave no whole answer (top-k: a budget
+        whose compile failed)."""
+
     def select_analytic(self, rows: list[dict], target: Any) -> tuple[dict | None, str]:
-        """Pick the analytic winner from rows of {config, fits, blocks_per_cu, ...}. Default: the
-        most blocks per CU/SM among configs that fit, ties toward :meth:`safety_key`."""
+        """The analytic verdict: (winner row or None, why). Where the verdict ranks
+        (:attr:`analytic_ranks`) the default is the most blocks per CU/SM among configs that fit,
+        ties toward :meth:`safety_key`; no winner then is an error (nothing written). Where it does
+        not rank, there is no winner, and ``why`` says what the rows do show."""
+        unit = "CU" if getattr(target, "is_amd", True) else "SM"
+        if not self.analytic_ranks:
+            return None, (f"no winner: occupancy does not rank {self.name} configs (blocks per {unit} do not "
+                          f"say which is fastest); the rows show each config's resources, occupancy and "
+                          f"limiter; time them on a {getattr(target, 'name', 'GPU')} to choose one")
         ok = [r for r in rows if r.get("fits") and r.get("admissible", True)]
         if not ok:
             return None, "no config fits the target"
         best = max(ok, key=lambda r: (r["blocks_per_cu"], self.safety_key(r["config"])))
-        return best, (f"{best['blocks_per_cu']} block(s) per {'CU' if getattr(target, 'is_amd', True) else 'SM'}, "
+        return best, (f"{best['blocks_per_cu']} block(s) per {unit}, "
                       f"the most among {len(ok)} configs that fit; ties toward the safer config")
 
+    def analytic_document(self, doc: dict, result: Any, target: Any) -> dict:
+        """The results document of an analytic run, completed by the family (the assumptions it
+        made, the files it read)."""
+        return doc
 
+    def analytic_json(self, result: Any, target: Any) -> dict:
+        """Keys the analytic run's ``--json`` document adds to the results document."""
+        return {}
+
+    def show_analytic(self, result: Any, target: Any, view: View, path: Any) -> bool:
+        """Print the analytic run for people in the family's own table (``path``: the results
+        file written, or None); False: the pipeline's generic table."""
+        return False
+
+    # --- timed hooks (optional) --------------------------------------------------------------
+    def timed_plan(self, target: Any, view: View, device: str = "cuda") -> TimedPlan:
+        """What the family adds to its timed sweep on ``target``, timed on ``device`` (called once,
+        just before it; it may print what it checked, e.g. which libraries run here, unless
+        ``view.as_json``)."""
+        return TimedPlan()

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from occtune import __version__
 from occtune.errors import UserError
+from occtune.outputs.results import unranked
 from occtune.outputs.tuned import key_text, workload_table
 
 BUILTIN_FORMATS = ("header", "flags", "json", "triton")
@@ -64,6 +65,10 @@ class Source:
 def sources(docs: list[tuple[str, dict]]) -> list[Source]:
     out, seen = [], {}
     for path, doc in docs:
+        if unranked(doc):
+            raise UserError(f"{path}: an analytic {doc['family']} sweep has no winner to export (occupancy does "
+                            f"not rank {doc['family']} configs); time it on a {doc['target']} GPU and export "
+                            "those results")
         if doc.get("winner") is None:
             raise UserError(f"{path}: has no winner to export (no config qualified); rerun the sweep")
         key = (doc["target"], doc["family"])

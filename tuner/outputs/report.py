@@ -1,6 +1,8 @@
 """``tune report``: results files (timed or analytic) and benchmark CSVs, read at a glance.
 
-For each input it writes, beside the input (or into ``--out``):
+For each input it writes, into ``--out`` or else into ``occtune-reports/<the input's name>/`` of the
+current folder (:func:`default_folder`; never beside committed results), files named
+``<folder>.<stem>.*`` (``gfx950.topk.occupancy.png``):
 
 - ``<stem>.occupancy.png`` (rows with an LDS budget and known resources): resident blocks per
   CU/SM against the dynamic LDS budget from a dense analytic sweep (every allocation-granularity
@@ -60,6 +62,7 @@ class Source:
     path: Path
     doc: dict
     kind: str                              # "timed", "analytic" or "benchmark"
+    origin: Path | None = None             # the input it was found under (the file itself, or a folder)
 
     @property
     def title(self) -> str:
@@ -78,11 +81,11 @@ def load_sources(paths) -> list[Source]:
         if p.is_dir():
             for f in sorted([*p.rglob("*.yaml"), *p.rglob("*.yml"), *p.rglob("*.csv")]):
                 try:
-                    out.append(_read(f))
+                    out.append(_read(f, p))
                 except UserError:
                     continue
         elif p.exists():
-            out.append(_read(p))
+            out.append(_read(p, p))
         else:
             raise UserError(f"{p} does not exist; pass results files, benchmark CSVs or folders (e.g. results/)")
     if not out:
@@ -90,11 +93,11 @@ def load_sources(paths) -> list[Source]:
     return out
 
 
-def _read(path: Path) -> Source:
+def _read(path: Path, origin: Path) -> Source:
     if path.suffix == ".csv":
-        return Source(path, read_benchmark_csv(path), "benchmark")
+        return Source(path, read_benchmark_csv(path), "benchmark", origin)
     doc = load_results(path)
-    return Source(path, doc, "timed" if doc.get("timed") else "analytic")
+    return Source(path, doc, "timed" if doc.get("timed") else "analytic", origin)
 
 
 def _cell(text: str):
@@ -365,6 +368,17 @@ def _fixed_label(fixed: dict, target) -> str:
 
 
 # --- one report per input -----------------------------------------------------------------------
+REPORTS_DIR = "occtune-reports"        # .gitignore names it, as it does occtune-results/
+
+
+def default_folder(origin: Path) -> Path:
+    """Where the report of an input goes without ``--out``: ``occtune-reports/<name>/`` in the
+    current folder, named after the input (``results/`` -> ``results``, ``results/gfx950/topk.yaml``
+    -> ``gfx950.topk``), so a report never lands beside the results it reads."""
+    name = origin.resolve().name if origin.is_dir() else f"{origin.resolve().parent.name}.{origin.stem}"
+    return Path(REPORTS_DIR) / (name or "root")
+
+
 def make_report(paths, out: str | None = None) -> list[dict]:
     """Plots and an HTML page for every input; returns one summary per input."""
     from occtune.outputs import plots, report_html
@@ -372,8 +386,8 @@ def make_report(paths, out: str | None = None) -> list[dict]:
 
     summaries = []
     for src in load_sources(paths):
-        out_dir = Path(out) if out else src.path.parent
-        stem = f"{src.path.parent.name}.{src.path.stem}" if out else src.path.stem
+        out_dir = Path(out) if out else default_folder(src.origin or src.path)
+        stem = f"{src.path.parent.name}.{src.path.stem}"
         figs = []
         c = cliff(src)
         if c is not None:

@@ -88,10 +88,22 @@ def analytic_document(result, target) -> dict:
                                           "limiter": w["limiter"], "explanation": result.why},
         "rows": result.rows,
         "skipped": result.skipped,
-        "assumptions": {"analytic": True, "resources": sources,
+        "assumptions": {"analytic": True, **ranking(result), "resources": sources,
                         "unconfirmed_target_parameters": target.unconfirmed()},
         "provenance": provenance.collect(target=target.name, target_file=target.path),
     }
+
+
+def ranking(result) -> dict:
+    """What an analytic document says of its verdict: ``ranks: false`` and the family's reason
+    where occupancy does not rank its configs (no winner, nothing to export; see :func:`unranked`)."""
+    return {} if result.ranked else {"ranks": False, "verdict": result.why}
+
+
+def unranked(doc: dict) -> bool:
+    """True for analytic results whose family's verdict does not rank configs (no winner by design)."""
+    a = doc.get("assumptions")
+    return not doc.get("timed") and isinstance(a, dict) and a.get("ranks") is False
 
 
 # Where results go unless --out says otherwise. Timed results are measurements, worth keeping and

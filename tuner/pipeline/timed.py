@@ -4,20 +4,21 @@
 ETA on stderr, the point cache, ``--fresh``, ``--devices``, ``--timeout``, ``--isolate``), selects
 with the engine's rules, writes ``<out>/<target>/<family>.yaml`` atomically (the same schema as the
 analytic results, so ``tune export`` and ``tune report`` read it), and prints a per-config summary
-table, the per-workload winners and the winner's explanation; with ``as_json`` it prints exactly
-one JSON document instead. Commands add their own columns through ``columns``.
+table (the winner and the top 10 by speed-up, one line for the rest unless ``show_all``), the
+per-workload winners and the winner's explanation; with ``as_json`` it prints exactly one JSON
+document instead. Commands add their own columns through ``columns``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from occtune.engine.family import short as _short
 from occtune.errors import UserError
+from occtune.outputs.display import summarize  # noqa: F401 - part of this module's interface
 
 # A summary column: (header, function of the rows of one config -> text).
 Column = tuple[str, Callable[[list], str]]
@@ -45,6 +46,7 @@ class Output:
     assumptions: Any = None
     after_write: Callable | None = None
     progress: bool = True
+    show_all: bool = False
 
 
 def run_timed(family, *, target: str, configs: list | None = None, workloads: list | None = None,
@@ -85,7 +87,7 @@ def run_timed(family, *, target: str, configs: list | None = None, workloads: li
         emit_json({**doc, "results_file": str(path) if path else None, **extra,
                    "summary": summarize(doc, output.columns)})
     else:
-        show(run, output.columns, output.title)
+        show(run, output.columns, output.title, output.show_all)
         if options.profile:
             from occtune.engine.phases import render
             from occtune.output import console
@@ -100,44 +102,8 @@ _SELECTION_RULE = ("hard constraints first (built, verified on random and advers
                    "measured noise are ties, broken toward the safer config")
 
 
-def _by_config(doc: dict) -> list[tuple[dict, list]]:
-    from occtune.engine.family import key_of
-
-    groups: dict[str, tuple[dict, list]] = {}
-    for r in doc["rows"]:
-        groups.setdefault(key_of(r["config"]), (r["config"], []))[1].append(r)
-    return list(groups.values())
-
-
-def _geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def summarize(doc: dict, columns: list[Column] = ()) -> list[dict]:
-    """One entry per config: status counts, geometric-mean speed-up, GB/s, plus ``columns``."""
-    win = (doc.get("winner") or {}).get("config")
-    out = []
-    for cfg, rows in _by_config(doc):
-        ok = [r for r in rows if r["status"] == "ok"]
-        bad = [r for r in rows if r["status"] != "ok"]
-        entry = {"config": cfg, "winner": cfg == win, "ok": len(ok), "points": len(rows),
-                 "geomean_speedup": _round(_geomean([r.get("speedup") for r in ok])) if len(ok) == len(rows) else None,
-                 "best_gbps": max((r["gbps"] for r in ok if r.get("gbps")), default=None),
-                 "status": "ok" if not bad else f"{bad[0]['status']}: {bad[0].get('reason', '')}".strip(": ")}
-        for head, fn in columns:
-            entry[head] = fn(rows)
-        out.append(entry)
-    return out
-
-
-def _round(x):
-    return None if x is None else round(x, 4)
-
-
-def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) -> None:
-    from rich.table import Table
-
+def show(run: TimedRun, columns: list[Column] = (), title: str | None = None, show_all: bool = False) -> None:
+    from occtune.outputs.display import common_axes, speed_key, summary_table, timed_rest, top
     from occtune.output import console
 
     doc, res = run.doc, run.result
@@ -145,28 +111,15 @@ def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) ->
     console.print(title or f"[bold]{doc['family']} on {doc['target']}[/]: {len(doc['rows'])} points "
                            f"({res.n_measured} measured, {res.n_cached} from cache), "
                            f"{len(summary)} configs x {len(res.workloads)} workloads; timed")
-    t = Table()
-    for head, justify in (("config", "left"), ("ok", "right"), ("speed-up", "right"), ("best GB/s", "right")):
-        t.add_column(head, justify=justify)
-    for head, _ in columns:
-        t.add_column(head, justify="right")
-    t.add_column("status")
-    for e in summary:
-        t.add_row(("* " if e["winner"] else "") + _short(e["config"]), f"{e['ok']}/{e['points']}",
-                  "" if e["geomean_speedup"] is None else f"{e['geomean_speedup']:.2f}x",
-                  "" if e["best_gbps"] is None else f"{e['best_gbps']:.4g}",
-                  *[str(e[h]) for h, _ in columns], e["status"][:40],
-                  style="bold green" if e["winner"] else None)
-    console.print(t)
+    fixed = common_axes([e["config"] for e in summary])
+    if fixed:
+        console.print(f"every config: {_short(fixed)}")
+    shown, rest = top(summary, is_winner=lambda e: e["winner"], key=speed_key, show_all=show_all)
+    console.print(summary_table(shown, columns, fixed))
+    if rest:
+        console.print(timed_rest(rest))
     if run.selection.per_workload:
-        console.print("per-workload winners (ties inside the noise go to the safer config):")
-        w = Table()
-        for head in ("workload", "winner", "median us", "fastest"):
-            w.add_column(head, justify="right" if head == "median us" else "left")
-        for p in run.selection.per_workload:
-            w.add_row(_short(p["workload"]), _short(p["winner"]), f"{p['median_us']:.2f}",
-                      "same" if p["fastest"] == p["winner"] else _short(p["fastest"]))
-        console.print(w)
+        _per_workload(run.selection.per_workload, fixed, show_all)
     win = doc.get("winner")
     console.print(("[bold]winner[/]: " + win["explanation"]) if win else
                   f"[bold red]no winner[/]: {run.selection.explanation}")
@@ -174,6 +127,27 @@ def show(run: TimedRun, columns: list[Column] = (), title: str | None = None) ->
         console.print(f"wrote {run.path}")
     for k, v in run.extra.items():
         console.print(f"wrote {v}" if k.endswith("_file") else f"{k}: {v}")
+
+
+def _per_workload(per: list[dict], fixed: dict, show_all: bool) -> None:
+    """The per-workload winners: every workload with ``show_all``, else the first ten and a line."""
+    from rich.table import Table
+
+    from occtune.outputs.display import config_text, more, top
+    from occtune.output import console
+
+    console.print("per-workload winners (ties inside the noise go to the safer config):")
+    shown, rest = top(per, show_all=show_all)
+    w = Table()
+    for head in ("workload", "winner", "median us", "fastest"):
+        w.add_column(head, justify="right" if head == "median us" else "left", overflow="fold")
+    for p in shown:
+        w.add_row(_short(p["workload"]), config_text(p["winner"], fixed), f"{p['median_us']:.2f}",
+                  "same" if p["fastest"] == p["winner"] else config_text(p["fastest"], fixed))
+    console.print(w)
+    if rest:
+        wins = len({json.dumps(p["winner"], sort_keys=True) for p in rest})
+        console.print(more(len(rest), "workloads", f"{wins} distinct winner(s) among them"))
 
 
 def first_value(rows: list, key: str) -> str:
