@@ -117,3 +117,28 @@ def test_a_ctrl_c_during_interpreter_shutdown_prints_no_traceback():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                        timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path):
+    """A Ctrl-C that lands while `python -m occtune` imports its modules (here: click's import
+    raises it, deterministically) stops with 130 and one line, no traceback."""
+    (tmp_path / "click").mkdir()
+    (tmp_path / "click" / "__init__.py").write_text("raise KeyboardInterrupt\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    r = subprocess.run([sys.executable, "-m", "occtune", "targets"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=120)
+    assert (r.returncode, r.stderr) == (130, "interrupted\n")
+
+
+def test_ctrl_c_during_the_replay_check_is_one_line(monkeypatch, capsys):
+    """The replay check runs before the command's own SIGINT handler: a Ctrl-C there exits 130."""
+    from occtune import cli
+    from occtune.engine import replay
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(replay, "begin", interrupted)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["topk", "--target", "gfx950"])
+    assert e.value.code == 130 and capsys.readouterr().err == "interrupted\n"

@@ -76,7 +76,12 @@ def main(argv=None) -> None:
     import os
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    code = _replayed(list(sys.argv[1:] if argv is None else argv))
+    try:                      # the replay check runs before _run's handler: a Ctrl-C there stops here
+        code = _replayed(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = 130
+        replay.finish(code)
     if code is None:
         code = _run(argv)
         replay.finish(code)
