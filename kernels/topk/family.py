@@ -76,24 +76,33 @@ class TopkFamily(Family):
         return tk.build(config["lds_budget"], config["threads"], config["bits"], device)
 
     def warm(self, built, workload, device):
-        """Compile the derived kernels (split main pass, cluster kernel) that ``tk.topk`` picks
-        for this workload's shape and for its adversarial sets (at most 8 rows), without running:
-        the launcher's own planning, so the same kernels and the same driver answers are cached
-        (``occtune.rtc`` compiles a kernel once however many build threads ask for it)."""
+        """Compile the derived kernels (resident kernel, split main pass, cluster kernel) that
+        ``tk.topk`` picks for this workload's shape and for its adversarial sets (at most 8 rows),
+        without running: the launcher's own planning, so the same kernels and the same driver
+        answers are cached (``occtune.rtc`` compiles a kernel once however many build threads ask
+        for it)."""
         import torch
+
+        from occtune.kernels.topk.options import TopkOptions
 
         L, k = int(workload["L"]), int(workload.get("K", self.k))
         _, scap = tk.long_row_plan(L, k)
-        if not scap or not torch.cuda.is_available():
+        if not torch.cuda.is_available():
             return
         dev = torch.device(device)
         dev = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
         nsms = torch.cuda.get_device_properties(dev).multi_processor_count
         b, t, bits = built.defines["SGL_TOPK_DYNAMIC_SMEM_BYTES"], built.defines["TOPK_THREADS"], \
             built.defines["TOPK_COARSE_BITS"]
+        opts = TopkOptions().with_config(b, t, bits)
 
         def plan(B):
             torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
+            if tk._resident_choice(built, dev, tk._Shape(B, L, L, k, False, False, 0, 0), opts) is not None:
+                tk._resident_handle(built, b, t, bits, dev)
+                return
+            if not scap:
+                return
             S = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
             if S:
                 tk._cluster_kernel(built, S, B, L, b, t, bits, dev)    # the register build, where it applies

@@ -58,6 +58,10 @@
 #endif
 
 #define TOPK_BINS (1 << TOPK_COARSE_BITS)
+// Two-level searches over the coarse bins (cluster and resident kernels): groups of TOPK_CGS
+// consecutive bins, then the bins of the one group that holds the K-th value.
+#define TOPK_CGS (TOPK_BINS >= 4096 ? 64 : 16)   // bins per group
+#define TOPK_CG (TOPK_BINS / TOPK_CGS)           // groups
 // Per-row report (bin_counts[2 * row + 1]; bin_counts[2 * row] is count(t)): how the row was
 // finished. Every overflow sets a flag (none is silent); the host counts rows per flag.
 #define TOPK_FLAG_BIN_OVF 1      // bin t did not fit the candidate list (refined elsewhere, exact)
@@ -114,6 +118,8 @@ __attribute__((device)) static inline int topk_atomic_add_dev(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 #define TOPK_HAVE_DEV_ATOMIC 1
+__attribute__((device)) static inline void topk_fence_dev() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+#define TOPK_HAVE_DEV_FENCE 1
 #define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
 #endif
 #endif  // HIP
@@ -132,6 +138,12 @@ __device__ static inline void topk_atomic_max_u(unsigned* p, unsigned v) { atomi
 // Device-scope (cross-block) atomic on global memory: atomicAdd is device scope on CUDA and HIP.
 __device__ static inline int topk_atomic_add_dev(int* p, int v) { return atomicAdd(p, v); }
 #endif
+#ifndef TOPK_HAVE_DEV_FENCE
+__device__ static inline void topk_fence_dev() { __threadfence(); }
+#endif
+// A load of a value another block of the same launch wrote (after its fence and an atomic that
+// this block has seen): volatile, so neither a register copy nor a non-coherent cache serves it.
+__device__ static inline int topk_ld_dev(const int* p) { return *(const volatile int*)p; }
 
 // Cold paths (overflows, the plain path) stay out of line on CUDA: inlined, they made ptxas
 // spill in the hot ones. AMDGPU inlines them: its calls reserve registers for the callee in the
@@ -641,6 +653,7 @@ struct TopkCollectOp {
   bool collect = true;
   bool push = false;
   unsigned push_addr = 0u;
+  int cap = TOPK_CAP;    // candidate slots: c >= cap is counted (cand_n) but not stored
   template <bool U>
   __device__ inline void call(int idx, topk_u32 bits, bool valid) const {
     int bin = topk_bin(bits);
@@ -650,7 +663,7 @@ struct TopkCollectOp {
   // pos >= 0: an output slot; c >= 0: a candidate slot
   __device__ inline void put(int idx, topk_u32 bits, int pos, int c) const {
     if (pos >= 0) out[pos] = tr->apply(idx);
-    if (c >= 0 && c < TOPK_CAP) {
+    if (c >= 0 && c < cap) {
 #ifdef TOPK_CLUSTER_OK
       if (push) {
         topk_cluster_st2(push_addr + 8u * (unsigned)c, (topk_u32)idx, bits);
@@ -1490,12 +1503,13 @@ __device__ static TOPK_NOINLINE void topk_row_plain(TopkShared& sh, topk_u32* ca
 // Which kernels a build emits (each compile costs seconds: the launcher asks only for what it uses):
 // -DTOPK_CLUSTER=S the cluster kernel alone, -DTOPK_SPLIT_ONLY the split kernel alone, else the
 // main kernel and the split kernel.
-#ifndef TOPK_CLUSTER
+#if !defined(TOPK_CLUSTER) && !defined(TOPK_RESIDENT)
 // Split main pass (rows on few blocks): block BID handles part BID % nsplit of row
 // BID / nsplit. Every block of a row computes the same f0 from the same sample, scans its slice
 // (a multiple of 4 values long, so slices keep the row's 16-byte alignment), stages kept pairs in
 // shared memory and appends them to the row's scratch list; the row's record in split_kept
-// (TOPK_SPLIT_REC ints per row, zeroed by the host) holds the list's length and the coarse
+// (TOPK_SPLIT_REC ints per row, zero at the call's start: the host zeroes it once, and
+// topk_transform_kernel zeroes each row's record after reading it) holds the list's length and the coarse
 // histogram of the kept values, summed over the row's blocks. topk_transform_kernel with
 // presplit = 1 then finishes each row from its list and histogram, or falls back to the plain
 // path (kept < K or overflow).
@@ -1530,7 +1544,7 @@ topk_split_keep_kernel(const float* __restrict__ scores, int row_stride, int nco
                              TOPK_SPLIT_STAGE, (int)off, sh.hist);
   topk_split_flush(sh, rec, rec + 1, glist, scratch_cap, topk_stage, TOPK_SPLIT_STAGE);
 }
-#endif  // !TOPK_CLUSTER
+#endif  // !TOPK_CLUSTER && !TOPK_RESIDENT
 
 #ifdef TOPK_PROF
 __device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
@@ -1551,7 +1565,7 @@ __device__ static inline void topk_prof_dump(TopkShared& sh, int* o) {
 #define TOPK_PROF_DUMP(sh, o) do { } while (0)
 #endif
 
-#if !defined(TOPK_CLUSTER) && !defined(TOPK_SPLIT_ONLY)
+#if !defined(TOPK_CLUSTER) && !defined(TOPK_SPLIT_ONLY) && !defined(TOPK_RESIDENT)
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncols,
                       const int* __restrict__ lengths, int has_lengths,
@@ -1559,7 +1573,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
                       int* __restrict__ out, int mode, const int* __restrict__ table,
                       int table_stride, int page_bits, int* __restrict__ bin_counts,
                       topk_u32* __restrict__ scratch, int scratch_cap, int prefix_len,
-                      const int* __restrict__ split_kept, int presplit) {
+                      int* __restrict__ split_kept, int presplit) {
   __shared__ TopkShared sh;
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* cand = (topk_u32*)topk_dyn;
@@ -1592,9 +1606,14 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   bool done = false, have_hist = false;
   if (use_long) {
     int kept, cut;              // cut: the bin f0 cut (its kept count is partial), -1 if none
-    if (presplit) {
-      kept = split_kept[(long long)row * TOPK_SPLIT_REC];
-      cut = split_kept[(long long)row * TOPK_SPLIT_REC + 1 + TOPK_BINS] - 1;
+    if (presplit) {   // the split blocks' record of the row: read, then zeroed for the next call
+      int* rec = split_kept + (long long)row * TOPK_SPLIT_REC;
+      kept = rec[0];
+      cut = rec[1 + TOPK_BINS] - 1;
+      if (kept >= K)  // the split blocks summed their histograms in the record
+        for (int i = tid; i < TOPK_BINS; i += TOPK_THREADS) sh.hist[i] = rec[1 + i];
+      TOPK_SYNC();
+      for (int i = tid; i < TOPK_SPLIT_REC; i += TOPK_THREADS) rec[i] = 0;
     } else {
       const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
       TOPK_STAMP(sh, 1);
@@ -1605,12 +1624,7 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
       kept = sh.scratch_n;
     }
     const bool list_ok = kept <= scratch_cap;
-    if (kept >= K) {
-      if (presplit) {   // the split blocks summed their histograms in the row's record
-        const int* gh = split_kept + (long long)row * TOPK_SPLIT_REC + 1;
-        for (int i = tid; i < TOPK_BINS; i += TOPK_THREADS) sh.hist[i] = gh[i];
-        TOPK_SYNC();
-      }                 // (one block per row: the keep pass built it in sh.hist)
+    if (kept >= K) {    // sh.hist: the kept values' histogram (the record's, or the keep pass's)
       // The kept set is an upper set holding every key >= f0, plus -0.0 where f0 = fine(+0.0):
       // the histogram is exact at every bin >= t except -0.0's, where only the list (an upper
       // set itself) is complete: an overflowed list with that threshold bin takes the plain path.
@@ -1643,7 +1657,11 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
   topk_write_flags(sh, diag);
   TOPK_PROF_DUMP(sh, o);
 }
-#endif  // !TOPK_CLUSTER && !TOPK_SPLIT_ONLY
+#endif  // !TOPK_CLUSTER && !TOPK_SPLIT_ONLY && !TOPK_RESIDENT
+
+#if defined(TOPK_RESIDENT)
+#include "topk_resident.cuh"
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 16; over 8 the
@@ -1669,6 +1687,9 @@ topk_transform_kernel(const float* __restrict__ scores, int row_stride, int ncol
 // plain path (exact; TOPK_FLAG_REPLAY). Rows that are not long (len <= K, short rows) are done by
 // block 0 alone. Same arguments, output and bin_counts as topk_transform_kernel, then the
 // scratch list (scratch_cap entries of 8 bytes per row, used only for spills).
+#if defined(TOPK_CLUSTER) && defined(TOPK_RESIDENT)
+#error "TOPK_CLUSTER and TOPK_RESIDENT are two builds"
+#endif
 #if defined(TOPK_CLUSTER)
 #if defined(TOPK_HIP)
 #error "TOPK_CLUSTER needs CUDA thread-block clusters (sm_90+); HIP builds use the split kernel"
@@ -1752,8 +1773,6 @@ __device__ static TOPK_NOINLINE void topk_cluster_refine(TopkShared& sh, const T
 #ifndef TOPK_CLUSTER_TWO_LEVEL
 #define TOPK_CLUSTER_TWO_LEVEL 4
 #endif
-#define TOPK_CGS (TOPK_BINS >= 4096 ? 64 : 16)   // bins per group
-#define TOPK_CG (TOPK_BINS / TOPK_CGS)           // groups
 // topk_cth, the cluster threshold's shared scratch: [S][CG] every block's group sums, [S][CGS]
 // every block's bins of the threshold group, then this block's own CG group sums (the part the
 // other blocks read)
