@@ -267,7 +267,8 @@ __device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int*
 }
 
 // Steps 2-3 of a row over `parts` blocks (see the head of this file). w: the row's workspace.
-__device__ static inline void topk_res_spread(TopkShared& sh, int* rs, const TopkSliceSrc& src, topk_u32* s,
+// Returns true in the block that finished the row (the last to arrive).
+__device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const TopkSliceSrc& src, topk_u32* s,
                                               int* w, int parts, int cap, int K, int* o,
                                               const TopkTransform& tr, int* diag) {
   int* const rg = rs;                    // [TOPK_CG] group sums (this block's, then the row's)
@@ -323,7 +324,7 @@ __device__ static inline void topk_res_spread(TopkShared& sh, int* rs, const Top
     topk_res_spread_refine(sh, rs, src, w, parts, t, above, K - above, o, tr);
     finals = 7;
   }
-  if (!topk_res_last(rs, w + TOPK_RWS_ARRIVE, finals * parts)) return;
+  if (!topk_res_last(rs, w + TOPK_RWS_ARRIVE, finals * parts)) return false;
   // the row's last block: every other block is done with the workspace
   if (fits) {
     const int* gl = w + TOPK_RWS_ZERO;
@@ -345,6 +346,7 @@ __device__ static inline void topk_res_spread(TopkShared& sh, int* rs, const Top
     diag[0] = nt;
     diag[1] = fits ? 0 : TOPK_FLAG_BIN_OVF;
   }
+  return true;
 }
 
 // parts: blocks per row (grid = rows x parts); cap: candidate entries (parts == 1: after the
@@ -387,8 +389,8 @@ topk_resident_kernel(const float* __restrict__ scores, int row_stride, int ncols
   if (parts == 1) {
     topk_res_solo(sh, src, s + cand_off, cap, K, o, tr, diag);
     topk_write_flags(sh, diag);
-  } else {
-    topk_res_spread(sh, topk_rs, src, s, ws + (long long)row * ws_row, parts, cap, K, o, tr, diag);
+  } else if (!topk_res_spread(sh, topk_rs, src, s, ws + (long long)row * ws_row, parts, cap, K, o, tr, diag)) {
+    return;                              // another block of the row finishes it (and its profile)
   }
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
