@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from occtune import provenance
-from occtune.kernels.topk.analysis import TopkSweep
+from occtune.kernels.topk.analysis import RESIDENT_PATHS, TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, reject_timed_options, sweep_options
 from occtune.errors import UserError
@@ -54,7 +54,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
         return default if value is None else value
 
     return TopkSweep(budgets=tuple(dict.fromkeys(given(budgets, profile.budgets))),
-                     threads=given(threads, profile.threads), static_lds=given(static_lds, profile.static_lds),
+                     threads=given(threads, profile.threads[0]), static_lds=given(static_lds, profile.static_lds),
                      bytes_per_entry=profile.bytes_per_entry, bits=given(bits, profile.coarse_bits),
                      required_context=given(required_context, profile.required_context),
                      headroom=given(headroom, profile.headroom), max_candidates=max_candidates)
@@ -65,7 +65,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--budgets", type=ValueList(BUDGET_RULE, "32K,40K,48K,128K"),
               help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
 @click.option("--threads", type=ValueList(THREADS_RULE, "512,1024"),
-              help="Threads per block (default: profile, 512); the timed sweep takes a list, e.g. 512,1024.")
+              help="Threads per block (default: the profile's 512,1024; the analytic sweep takes one).")
 @click.option("--static-lds", type=SIZE_VALUE, help="Static LDS per block (default: the compiled kernel's; the "
                                                     "profile's 7 KiB estimate without a compiler).")
 @click.option("--bits", type=Value(BITS_RULE), help="Coarse-key width: 8 or 12 (default: profile).")
@@ -92,7 +92,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = bits or profile.coarse_bits
-    threads_list = list(dict.fromkeys(threads or [profile.threads]))      # order kept, repeats dropped
+    threads_list = list(dict.fromkeys(threads or profile.threads))      # order kept, repeats dropped
     max_cand, tie_summary, stats = None, None, None
     if scores:
         stats = _measured_stats(scores, nbits, profile.k)
@@ -108,7 +108,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
             return
     reject_timed_options(click.get_current_context(), "--analytic asks for the analytic sweep" if analytic
                          else f"no {target.name} GPU is here, so this sweep is analytic", extra=("batch", "lengths"))
-    if len(threads_list) > 1:
+    if threads and len(threads_list) > 1:          # the profile's list: the analytic sweep takes its first
         raise UserError(f"--threads {','.join(map(str, threads))}: the analytic sweep compares budgets at one "
                         f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "
                         "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes "
@@ -208,6 +208,7 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
             "analytic": True,
             "threads": sweep.threads,
             "kernel": "topk_transform_kernel (the split and cluster kernels of long rows are not in the verdict)",
+            "paths": RESIDENT_PATHS,
             "resources_source": sources[0] if len(sources) == 1 else sources,
             "resources_assumed": any(src.startswith("assumed") for src in sources),
             "static_lds_bytes": cap.get("static_lds_bytes", sweep.static_lds),
@@ -267,6 +268,16 @@ def _other_width(sweep) -> dict:
     return {"bits": other, "required_entries": need, "budget_bytes": budget_bytes_for(need, sweep.bytes_per_entry)}
 
 
+def _resident_cells(r) -> list[str]:
+    """The budget as the resident slice (analysis.resident_columns): scores a block keeps, the
+    longest row one block finishes, the resident kernel's blocks per CU/SM and rows kept on chip."""
+    def n(v):
+        return "?" if v is None else f"{v:,}"
+    on_chip = "/".join(n(r.get(f"rows_on_chip_{s}")) for s in ("8k", "128k", "1m"))
+    return [n(r.get("resident_slice_scores")), n(r.get("resident_row_one_block")),
+            n(r.get("resident_blocks_per_cu")), on_chip]
+
+
 def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
     unit = "CU" if target.is_amd else "SM"
     measured = sweep.max_candidates is not None
@@ -274,7 +285,8 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
                         f"{notes['static_lds_bytes']} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
                   title_justify="left")
     cols = ["budget", "LDS/block", f"blocks/{unit}", "waves/SIMD" if target.is_amd else "warps/SM",
-            "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers"]
+            "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers",
+            "resident slice", "one-block row", f"resident blocks/{unit}", "rows on chip 8K/128K/1M"]
     for c in cols:
         table.add_column(c, justify="right" if c not in ("limiter", "covers") else "left")
     for r in rows:
@@ -290,9 +302,11 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
             r["limiter"] if r["fits"] else r["reason"],
             f"{r['tie_capacity_entries']:,}", need,
             "yes" if r["covers_context"] else ("no (timed)" if r["capacity_bound"] == "timed" else "no"),
+            *_resident_cells(r),
             style="bold green" if win else None,
         )
     console.print(table)
+    console.print(f"paths: {notes['paths']}")
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
     if winner is not None:

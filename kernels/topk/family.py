@@ -37,7 +37,7 @@ class TopkFamily(Family):
 
             prof = load_topk_profile()
             budgets = prof.budgets if budgets is None else budgets
-            threads = (prof.threads,) if threads is None else threads
+            threads = prof.threads if threads is None else threads
             bits = (prof.coarse_bits,) if bits is None else bits
         self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
         self.k = int(k)
@@ -161,9 +161,30 @@ class TopkFamily(Family):
         return self._sweep
 
     def analytic_columns(self, config, target):
-        from occtune.kernels.topk.analysis import capacity_columns
+        from occtune.kernels.topk.analysis import capacity_columns, resident_columns
 
-        return capacity_columns(self.sweep(), int(config["lds_budget"]), int(config["bits"]))
+        budget = int(config["lds_budget"])
+        units = target.compute_units if target.is_amd else target.sms
+        return {**capacity_columns(self.sweep(), budget, int(config["bits"])),
+                **resident_columns(budget, units, self._resident_blocks(config, target))}
+
+    def _resident_blocks(self, config, target) -> int | None:
+        """Blocks of the resident kernel per CU/SM on ``target``: its own compile's resources, the
+        budget as its dynamic LDS; None where no compiler builds for the target."""
+        from occtune import compiled
+        from occtune.occupancy import KernelResources, occupancy
+
+        probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
+        threads = int(config["threads"])
+        try:
+            r = probe(tk.read_source(), tk.RESIDENT_KERNEL_NAME, {**self.macros(config), "TOPK_RESIDENT": 1},
+                      target.name, threads=threads, name=tk.SOURCE_PATH.name)
+        except (compiled.NoCompilerError, compiled.CompileError):
+            return None
+        occ = occupancy(target, KernelResources(threads=threads, static_lds=r.static_lds,
+                                                dynamic_lds=int(config["lds_budget"]), vgprs=r.vgprs or 0,
+                                                agprs=r.agprs or 0, sgprs=r.sgprs or 0, regs=r.regs or 0))
+        return occ.blocks_per_cu if occ.fits else 0
 
     def select_analytic(self, rows, target):
         from occtune.kernels.topk.analysis import select_analytic
