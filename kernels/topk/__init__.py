@@ -591,6 +591,8 @@ def _resident_choice(handle, dev, r: _Shape, o: TopkOptions) -> ResidentPlan | N
         upper = min(policy.MAX_THREADS_PER_SM // nthreads, 32)
         if not forced and not policy.resident_one_wave(r.B, plan.parts, nsms, upper):
             return None        # cannot be one wave whatever the driver says: nothing built
+        if o.resident is None and _cluster_first(handle, dev, r, o, nsms):
+            return None
         rk = _resident_handle(handle, o.lds_budget, o.threads, o.bits, dev)
         if not policy.resident_one_wave(r.B, plan.parts, nsms, _blocks_per_sm(rk, nthreads, smem, 1)):
             if o.resident is not None:
@@ -598,6 +600,17 @@ def _resident_choice(handle, dev, r: _Shape, o: TopkOptions) -> ResidentPlan | N
                                 "device (its blocks wait for each other); use fewer blocks a row, or leave resident unset")
             return None
     return plan
+
+
+def _cluster_first(handle, dev, r: _Shape, o: TopkOptions, nsms: int) -> bool:
+    """Whether the automatic plan keeps a spread row on the cluster kernel instead: wherever that
+    kernel takes the row (sm_90+, a long row, one cluster covering its one-wave split). On the H200
+    (benchmarks/records/topk_decode/r1) the cluster's register path took (8, 128K) in 17.7 us, the
+    resident kernel's 16 blocks a row 22.2-22.6; where no cluster covers a row, the resident
+    kernel won: (1, 1M) 22.4 us against the split kernel's 26.0."""
+    scap = long_row_plan(r.L, r.k, o.prefix_min_row)[1]
+    return bool(scap) and bool(_cluster_plan(handle, r.B, r.L, r.k, scap, nsms, None, None, o.lds_budget,
+                                             o.threads, o.bits, dev))
 
 
 def _split_choice(handle, split_kernel, dev, r: _Shape, o: TopkOptions, scap: int) -> tuple[int, int]:
