@@ -580,7 +580,7 @@ def _resident_choice(handle, dev, r: _Shape, o: TopkOptions) -> ResidentPlan | N
     else:
         if o.resident is None and r.L <= r.k:
             return None
-        parts = policy.resident_parts(r.B, r.L, smem, nsms)
+        parts = policy.resident_parts(r.B, r.L, smem, nsms, one_block=o.resident is True)
         if not parts:
             if o.resident:
                 raise UserError(f"resident=True: a row of {r.L} scores needs more than {policy.RES_MAX_PARTS} "

@@ -141,16 +141,21 @@ class ResidentPlan(NamedTuple):
     ws_row: int
 
 
-def resident_parts(B: int, L: int, lds_budget: int, num_sms: int) -> int:
-    """Blocks a row of the automatic resident plan: 1 where the row and RES_MIN_CAP candidates
-    fit one block's budget, else the fewest blocks whose slices fit, raised towards slices of
-    about RES_SLICE values while the B rows' blocks stay within one per SM (the merge then
-    starts sooner); 0 where a row needs more than RES_MAX_PARTS blocks."""
+def resident_parts(B: int, L: int, lds_budget: int, num_sms: int, one_block: bool = False) -> int:
+    """Blocks a row of the automatic resident plan: 0 (the two-pass kernel; 1 with ``one_block``)
+    where the row and RES_MIN_CAP candidates fit one block's budget, else the fewest blocks whose slices fit, raised
+    towards slices of about RES_SLICE values while the B rows' blocks stay within one per SM (the
+    merge then starts sooner); 0 where a row needs more than RES_MAX_PARTS blocks.
+
+    One block a row stays available (``resident=1``) but is not chosen: on the H200 it was slower
+    than the two-pass kernel at every config measured (benchmarks/records/topk_decode/r2: (1, 8K)
+    12.9 against 11.4 us at 48 KiB/1024 threads, (64, 8K) 14.0 against 12.2): an 8K row's second
+    read hits the L2, and the one-block phases, not the reads, take the time."""
     per = resident_slice(lds_budget)
     if per <= 0:
         return 0
     if 4 * _ceil4(L) + 8 * RES_MIN_CAP <= int(lds_budget):
-        return 1
+        return int(bool(one_block))
     least = max(2, -(-int(L) // per))
     want = min(-(-int(L) // RES_SLICE), max(1, int(num_sms) // max(1, int(B))))
     parts = max(least, want)

@@ -266,6 +266,29 @@ __device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int*
   src.visit(eop);
 }
 
+// A spread row's collect: this block's values of bins > t to the output (slots from sh.out_pos),
+// of bin t to the row's list (slots from sh.cand_n) where `collect`. A slice holds few of them
+// (about (K + count(t)) / parts): one float compare skips the rest before their bin is computed
+// (topk_bin_prefilter), and each value that goes out takes one shared atomic. On the H200 the
+// list-round collect (a warp-wide reservation per round of every value) took 3.5 us of a (1, 1M)
+// row's 16 (profile_topk.py, records/topk_decode/r2).
+__device__ static inline void topk_res_spread_collect(TopkShared& sh, const TopkSliceSrc& src, int t, bool collect,
+                                                      topk_u32* list, int* o, const TopkTransform& tr) {
+  const float thr = topk_bin_prefilter(t);
+  for (int i = TOPK_TID; i < src.n; i += TOPK_THREADS) {
+    const topk_u32 b = src.bits[i];
+    if (topk_float(b) <= thr) continue;          // below bin t (NaN, canonical: never)
+    const int bin = topk_bin(b);
+    if (bin > t) {
+      o[topk_atomic_add(&sh.out_pos, 1)] = tr.apply(src.idx_off + i);
+    } else if (bin == t && collect) {
+      const int c = topk_atomic_add(&sh.cand_n, 1);
+      list[2 * c] = (topk_u32)(src.idx_off + i);
+      list[2 * c + 1] = b;
+    }
+  }
+}
+
 // Steps 2-3 of a row over `parts` blocks (see the head of this file). w: the row's workspace.
 // Returns true in the block that finished the row (the last to arrive).
 __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const TopkSliceSrc& src, topk_u32* s,
@@ -309,15 +332,7 @@ __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const Top
     sh.cand_n = fits && sh.hist[t] ? topk_atomic_add_dev(w + TOPK_RWS_CAND, sh.hist[t]) : 0;
   }
   TOPK_SYNC();
-  TopkCollectOp cop;
-  cop.sh = &sh;
-  cop.cand = (topk_u32*)(w + TOPK_RWS_ZERO);
-  cop.t = t;
-  cop.out = o;
-  cop.tr = &tr;
-  cop.cap = cap;
-  cop.collect = fits;
-  src.visit(cop);
+  topk_res_spread_collect(sh, src, t, fits, (topk_u32*)(w + TOPK_RWS_ZERO), o, tr);
   TOPK_STAMP(sh, 4);
   int finals = 3;                        // the last arrival's count, in units of parts
   if (!fits) {

@@ -91,9 +91,9 @@ def test_unaligned_row_starts_and_transforms(parts):
 
 
 def test_the_plan_keeps_rows_on_chip_where_they_fit():
-    """Decode shapes: one block a row for 8K rows (40 KiB), the whole GPU for one 1M row (32 KiB
-    slices); 8 rows of 128K fit on chip, but on sm_90 a cluster takes them (faster there); 64 rows
-    of 128K do not fit on chip."""
+    """Decode shapes: the whole GPU for one 1M row (32 KiB slices); 8 rows of 128K fit on chip, but
+    on sm_90 a cluster takes them (faster there); 64 rows of 128K do not fit on chip; 8K rows fit
+    one block, which the plan takes only when asked."""
     kern = tk.build(32768, 512, 12)
     x = torch.empty(1, 1 << 20, device="cuda")
     assert tk.plan_for(x, K, kernel=kern).nresident == 128
@@ -102,8 +102,9 @@ def test_the_plan_keeps_rows_on_chip_where_they_fit():
     assert tk.plan_for(torch.empty(8, 131072, device="cuda"), K, kernel=kern, resident=True).nresident == 16
     assert tk.plan_for(torch.empty(64, 131072, device="cuda"), K, kernel=kern).nresident == 0
     kern40 = tk.build(40960, 1024, 12)
-    for B in (1, 64):
-        plan = tk.plan_for(torch.empty(B, 8192, device="cuda"), K, kernel=kern40)
+    for B in (1, 64):           # rows that fit one block: the two-pass kernel (faster there), or asked
+        assert tk.plan_for(torch.empty(B, 8192, device="cuda"), K, kernel=kern40).nresident == 0
+        plan = tk.plan_for(torch.empty(B, 8192, device="cuda"), K, kernel=kern40, resident=True)
         assert plan.nresident == 1 and len(plan.launches) == 1 and plan.ws_numel == 0
 
 
@@ -153,20 +154,20 @@ def test_graph_replays_exactly_beside_eager_calls(B, L, budget, threads):
     in between (the stream's workspace): all exact."""
     kern = tk.build(budget, threads, 12)
     x = torch.randn(B, L, device="cuda")
-    tk.topk(x, K, kernel=kern)
+    tk.topk(x, K, kernel=kern, resident=True)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        tk.topk(x, K, kernel=kern)
+        tk.topk(x, K, kernel=kern, resident=True)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        gout = tk.topk(x, K, kernel=kern)
-    assert tk.plan_for(x, K, kernel=kern).nresident >= 1
+        gout = tk.topk(x, K, kernel=kern, resident=True)
+    assert tk.plan_for(x, K, kernel=kern, resident=True).nresident >= 1
     for seed in range(3):
         x.copy_(torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed)))
         g.replay()
-        eager = tk.topk(x, K, kernel=kern)
+        eager = tk.topk(x, K, kernel=kern, resident=True)
         torch.cuda.synchronize()
         for what, out in (("replay", gout), ("eager", eager)):
             ok, why = ref.check_topk_torch(x, None, K, out)

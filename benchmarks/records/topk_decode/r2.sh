@@ -17,11 +17,7 @@ timeout 75 python3 $R/prebuild.py 98304:512:8:resident 98304:1024:12:resident 38
   32768:512:12:resident,split,cluster2,cluster3,cluster4,cluster8,cluster8r 40960:1024:12:resident,split \
   49152:512:8:resident 49152:512:12:resident,split,cluster2,cluster3,cluster4 49152:1024:12:resident,split \
   131072:512:8:resident 131072:512:12:resident,cluster2,cluster3,cluster4 2>&1 | tee $OUT/prebuild.log; el
-timeout 60 python3 -m pytest -q tests/gpu/test_topk_resident_gpu.py 2>&1 | tee $OUT/resident_tests.log | tail -4; el
-timeout 110 python3 -m pytest -q tests/gpu/test_topk_gpu.py -k "adversarial_cases_exact or overflow_path_exact or \
-test_runtime_k or test_row_starts or page_table or ragged or narrowing or register_path_for_8" \
-  2>&1 | tee $OUT/suite_subset.log | tail -4; el
-timeout 55 python3 -m pytest -q tests/gpu/test_topk_serving_gpu.py 2>&1 | tee $OUT/serving_tests.log | tail -4; el
+timeout 60 python3 -m pytest -q tests/gpu/test_topk_resident_gpu.py 2>&1 | tee -a $OUT/tests.log | tail -4; el
 timeout 70 python3 benchmarks/bench_topk.py --shapes 1x8192,64x8192,1x1048576 --budgets 40K,48K --bits 12 \
   --threads 512,1024 --compare-all --default --reps 15 --serve-calls 200 --out $OUT/decode_bench.csv \
   > $OUT/decode_bench.log 2>&1; tail -9 $OUT/decode_bench.log; el
@@ -32,3 +28,7 @@ timeout 30 python3 benchmarks/host_probe.py --shapes 1x8192,64x8192,8x131072,1x1
   --threads 1024 --calls 300 > $OUT/host_probe.log 2>&1; grep -E "^B=|^  ours  |torch.ops|graph" $OUT/host_probe.log; el
 timeout 30 python3 benchmarks/profile_topk.py --shapes 1x8192,1x1048576 --budget 48K --bits 12 --threads 1024 \
   --split auto --resident auto,off --reps 10 2>&1 | tee $OUT/profile.log | grep -v "^#"; el
+timeout 45 python3 -m pytest -q tests/gpu/test_topk_serving_gpu.py 2>&1 | tee -a $OUT/tests.log | tail -4; el
+timeout 70 python3 -m pytest -q tests/gpu/test_topk_gpu.py -k "adversarial_cases_exact or overflow_path_exact or \
+test_runtime_k or test_row_starts or page_table or ragged or narrowing or register_path_for_8" \
+  2>&1 | tee -a $OUT/tests.log | tail -4; el
