@@ -394,7 +394,7 @@ def _nvrtc_compile(lib, source, options, want_ptx: bool = False):
 @pytest.mark.parametrize("extra,emitted", [
     ({}, {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME}),
     ({"TOPK_SPLIT_ONLY": 1}, {tk.SPLIT_KERNEL_NAME}),
-    ({"TOPK_CLUSTER": 4}, {tk.CLUSTER_KERNEL_NAME})])
+    ({"TOPK_CLUSTER": 4}, {tk.CLUSTER_KERNEL_NAME}), ({"TOPK_RESIDENT": 1}, {tk.RESIDENT_KERNEL_NAME})])
 def test_each_build_emits_only_what_it_launches(extra, emitted):
     """A build costs seconds per kernel in it: the split and cluster builds of the launcher
     (TOPK_SPLIT_ONLY, TOPK_CLUSTER=S) carry their one kernel, the main build its two."""
@@ -411,7 +411,7 @@ def test_each_build_emits_only_what_it_launches(extra, emitted):
 
 @pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
                                    {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
-                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2, "TOPK_KEEP_NOINLINE": 1},
+                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2}, {"TOPK_RESIDENT": 1},
                                    {"TOPK_CLUSTER": 8, "TOPK_CLUSTER_REGS": 8},
                                    {"TOPK_CLUSTER": 16, "TOPK_CLUSTER_REGS": 8, "TOPK_PROF": 1}])
 @pytest.mark.parametrize("bits", [8, 12])

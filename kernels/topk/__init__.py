@@ -67,7 +67,7 @@ def flag_counts(row_flags) -> dict:
     return dict(zip(ROW_FLAGS, map(int, counts)))
 
 
-_PART = re.compile(r'^#include "(topk_\w+\.cuh)"[ \t]*$', re.M)
+_PART = re.compile(r'^#include "(topk_\w+\.cuh)"[ \t]*\n', re.M)
 
 
 def read_source() -> str:
