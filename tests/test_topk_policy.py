@@ -58,3 +58,16 @@ def test_options_are_frozen_hashable_and_checked():
         options_of({"lds_budget": 1}, {})
     with pytest.raises(AttributeError):
         o.lds_budget = 1
+
+
+def test_the_analytic_resident_columns_count_slices_and_rows_kept_on_chip():
+    """tune topk's resident columns: the budget as the slice, the longest row one block finishes
+    with its rank list, and rows of 8K/128K/1M the device keeps on chip at blocks_per_cu."""
+    from occtune.kernels.topk.analysis import resident_columns
+
+    c = resident_columns(32768, 256, 3)           # gfx950's 256 CUs, 3 resident blocks each
+    assert c["resident_slice_scores"] == 8192 and c["resident_row_one_block"] == (32768 - 8 * 256) // 4
+    assert (c["rows_on_chip_8k"], c["rows_on_chip_128k"], c["rows_on_chip_1m"]) == (768 // 2, 768 // 16, 768 // 128)
+    c = resident_columns(131072, 256, 1)
+    assert (c["rows_on_chip_8k"], c["rows_on_chip_128k"], c["rows_on_chip_1m"]) == (256, 64, 8)
+    assert resident_columns(131072, 256, None)["rows_on_chip_1m"] is None     # no compiler: unknown

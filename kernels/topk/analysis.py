@@ -151,7 +151,7 @@ def resident_columns(budget: int, units: int, blocks_per_unit: int | None) -> di
     cols = {"resident_slice_scores": per, "resident_row_one_block": one,
             "resident_blocks_per_cu": blocks_per_unit}
     for L in RESIDENT_ROWS:
-        parts = 1 if L <= one else -(-L // per) if per else 0
+        parts = 1 if L <= one else max(2, -(-L // per)) if per else 0    # policy.resident_parts's least
         key = f"rows_on_chip_{L // 1024}k" if L < 1 << 20 else f"rows_on_chip_{L >> 20}m"
         cols[key] = None if blocks_per_unit is None or not parts else units * blocks_per_unit // parts
     return cols
