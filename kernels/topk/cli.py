@@ -268,14 +268,21 @@ def _other_width(sweep) -> dict:
     return {"bits": other, "required_entries": need, "budget_bytes": budget_bytes_for(need, sweep.bytes_per_entry)}
 
 
-def _resident_cells(r) -> list[str]:
-    """The budget as the resident slice (analysis.resident_columns): scores a block keeps, the
-    longest row one block finishes, the resident kernel's blocks per CU/SM and rows kept on chip."""
+def _print_resident(target, rows) -> None:
+    """The budget as the resident slice (analysis.resident_columns), one row per budget: scores a
+    block keeps, the longest row one block finishes, the resident kernel's blocks per CU/SM (its own
+    compile) and the rows of 8K/128K/1M the device keeps on chip."""
     def n(v):
         return "?" if v is None else f"{v:,}"
-    on_chip = "/".join(n(r.get(f"rows_on_chip_{s}")) for s in ("8k", "128k", "1m"))
-    return [n(r.get("resident_slice_scores")), n(r.get("resident_row_one_block")),
-            n(r.get("resident_blocks_per_cu")), on_chip]
+    unit = "CU" if target.is_amd else "SM"
+    table = Table(title="the budget as the resident slice (topk_resident_kernel)", title_justify="left")
+    for c in ("budget", "slice", "one-block row", f"blocks/{unit}", "rows on chip 8K/128K/1M"):
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(f"{r['config']['lds_budget'] // 1024} KiB", n(r.get("resident_slice_scores")),
+                      n(r.get("resident_row_one_block")), n(r.get("resident_blocks_per_cu")),
+                      "/".join(n(r.get(f"rows_on_chip_{s}")) for s in ("8k", "128k", "1m")))
+    console.print(table)
 
 
 def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
@@ -285,8 +292,7 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
                         f"{notes['static_lds_bytes']} B, {sweep.bits}-bit coarse key; analytic (no GPU timing)",
                   title_justify="left")
     cols = ["budget", "LDS/block", f"blocks/{unit}", "waves/SIMD" if target.is_amd else "warps/SM",
-            "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers",
-            "resident slice", "one-block row", f"resident blocks/{unit}", "rows on chip 8K/128K/1M"]
+            "limiter", "entries", "needs" if not measured else "needs (rows over)", "covers"]
     for c in cols:
         table.add_column(c, justify="right" if c not in ("limiter", "covers") else "left")
     for r in rows:
@@ -302,10 +308,10 @@ def _print_table(target, sweep, rows, winner, why, path, notes) -> None:
             r["limiter"] if r["fits"] else r["reason"],
             f"{r['tie_capacity_entries']:,}", need,
             "yes" if r["covers_context"] else ("no (timed)" if r["capacity_bound"] == "timed" else "no"),
-            *_resident_cells(r),
             style="bold green" if win else None,
         )
     console.print(table)
+    _print_resident(target, rows)
     console.print(f"paths: {notes['paths']}")
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
