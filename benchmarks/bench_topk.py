@@ -166,6 +166,8 @@ def main(argv=None) -> int:
                          "cluster=True, split=S)")
     ap.add_argument("--dist", default="random_normal",
                     help="input families, comma-separated (occtune.kernels.topk.reference)")
+    ap.add_argument("--default", action="store_true",
+                    help="also time topk(x, k) with no config: the committed per-workload tuned config")
     ap.add_argument("--serve-calls", type=int, default=1000,
                     help="back-to-back calls of the serving-loop timing (host_us, serve_us)")
     a = ap.parse_args(argv)
@@ -215,30 +217,38 @@ def main(argv=None) -> int:
         t_ref, iqr_ref, _ = kernel_time(ref_fn, a.reps)
         ref_host, ref_serve = serving_loop(torch, ref_fn, a.serve_calls)
         nchk = min(B, 4)
-        runs = [(c, None, None, "plan") for c in configs]
-        if tk.long_row_plan(L, a.k)[1] and a.split_compare:
-            for c in configs if a.compare_all else [base]:
-                runs.append((c, 0, None, "one block"))          # one block per row
-                runs.append((c, None, False, "split kernel"))   # split kernel + global list, never clusters
-                runs.append((c, None, None, "sampled cluster"))  # the plan without the register path
-                runs += [(c, v, False, "forced split") for v in lists["splits"]]
-                runs += [(c, v, True, "forced cluster") for v in lists["clusters"]]
+        runs = [(c, {}, "plan") for c in configs]
+        for c in configs if a.compare_all else [base]:
+            if a.split_compare:
+                runs.append((c, {"resident": False}, "not resident"))   # the plan's path without the resident kernel
+            if tk.long_row_plan(L, a.k)[1] and a.split_compare:
+                runs.append((c, {"split": 0, "resident": False}, "one block"))          # one block per row
+                runs.append((c, {"cluster": False, "resident": False}, "split kernel"))  # never clusters
+                runs.append((c, {"resident": False}, "sampled cluster"))  # the plan without the register path
+                runs += [(c, {"split": v, "cluster": False}, "forced split") for v in lists["splits"]]
+                runs += [(c, {"split": v, "cluster": True}, "forced cluster") for v in lists["clusters"]]
+        if a.default:
+            runs.append((None, {}, "default"))           # topk(x, k): the committed per-workload config
         seen = set()
-        for cfg, split, cluster, run in runs:
-            bud, nbits, nthr = cfg
-            kern = kernels[cfg]
+        for cfg, opts, run in runs:
+            kern = kernels[cfg] if cfg else None
             register_path(tk, run != "sampled cluster")
-            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split, cluster=cluster)
-            if (cfg, diag["split"], diag["cluster"], diag["cluster_regs"]) in seen:
+            out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, **opts)
+            if cfg is None:                               # the default: its config from the plan
+                d = tk.plan_for(x, a.k).launches[0][0].defines
+                cfg = (int(d["SGL_TOPK_DYNAMIC_SMEM_BYTES"]), int(d["TOPK_COARSE_BITS"]), int(d["TOPK_THREADS"]))
+            bud, nbits, nthr = cfg
+            path = (cfg, diag["split"], diag["cluster"], diag["cluster_regs"], diag["resident"])
+            if path in seen and run != "default":
                 continue                                  # a comparison run that changed nothing
-            seen.add((cfg, diag["split"], diag["cluster"], diag["cluster_regs"]))
+            seen.add(path)
             ok, why = ref.check_topk(x[:nchk].cpu(), None, a.k, out[:nchk].cpu())
-            fn = lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cluster)   # noqa: E731
+            fn = lambda: tk.topk(x, a.k, kernel=kern, **opts)   # noqa: E731
             med, iqr, p90 = kernel_time(fn, a.reps)
             host_us, serve_us = serving_loop(torch, fn, a.serve_calls)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
                          "split": diag["split"], "cluster": diag["cluster"], "cluster_regs": diag["cluster_regs"],
-                         "run": run,
+                         "resident": diag["resident"], "run": run,
                          "dist": dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
                          "p90_us": round(p90, 2), "p90_x_median": round(p90 / med, 3),
                          "GBps": round(B * L * 4 / (med * 1e-6) / 1e9, 1),
@@ -255,8 +265,8 @@ def main(argv=None) -> int:
                          "verify_note": why, **prov, "copy_TBps": round(bw / 1e12, 3),
                          "flush": "2x L2 write (engine)"})
             r = rows[-1]
-            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} thr={nthr:4d} split={diag['split']:2d}"
-                  f"{('cr' if diag['cluster_regs'] else 'c ') if diag['cluster'] else '  '}  {med:9.1f} us (iqr {iqr:6.1f}, p90 {p90 / med:4.2f}x)  "
+            print(f"B={B:4d} L={L:8d} budget={bud // 1024:4d}K bits={nbits:2d} thr={nthr:4d} {_path(r):>6} {run:>12}"
+                  f"  {med:9.1f} us (iqr {iqr:6.1f}, p90 {p90 / med:4.2f}x)  "
                   f"floor {floor_us:7.1f} ({r['x_floor']:5.2f}x)  torch {t_ref:8.1f} us  "
                   f"speedup {r['speedup_vs_torch']:5.2f}x  serve {serve_us:7.1f} us  host {host_us:5.1f} us  "
                   f"overflow {diag['overflow_rows']} {_flags(r, tk.ROW_FLAGS)} {dist}  "
@@ -287,6 +297,41 @@ def register_path(tk, on: bool) -> None:
         tk.clear_plans()
 
 
+def _path(r) -> str:
+    """A run's path in a few characters: r<parts> resident, <S>c / <S>cr cluster (register path),
+    <S> split kernel or one block a row."""
+    if r.get("resident"):
+        return f"r{r['resident']}"
+    return f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
+
+
+def target_us(B: int, L: int, read1: float) -> float:
+    """Issue 33's target: 1.5x the read-once probe up to 2**23 scores a call, 1.2x above."""
+    return (1.5 if B * L <= 1 << 23 else 1.2) * read1
+
+
+def decode_table(rows):
+    """Issue 33's table: per shape the fastest measured run (any config and path) beside the
+    read-once probe of the same run, the target, met or missed; and the default config's time."""
+    print("\nissue 33 (decode): ours = the fastest run measured per shape; read1 = the read-once probe, "
+          "same loan; target <= 1.5x read1 up to 2^23 scores, 1.2x above")
+    print(f"| (B, L) | ours us | config | read1 us | ours / read1 | target us | | default us | default config |")
+    print("|---|---:|---|---:|---:|---:|---|---:|---|")
+    for (B, L) in sorted({(r["B"], r["L"]) for r in rows}, key=lambda s: s[0] * s[1]):
+        same = [r for r in rows if (r["B"], r["L"]) == (B, L) and r["dist"] == "random_normal"]
+        if not same:
+            continue
+        best = min(same, key=lambda r: r["median_us"])
+        read1 = best["read_once_us"]
+        tgt = target_us(B, L, read1)
+        dflt = next((r for r in same if r["run"] == "default"), None)
+        dtxt = (f"{dflt['median_us']:.1f} | {dflt['budget'] // 1024}K/{dflt['threads']} {_path(dflt)}"
+                if dflt else "- | -")
+        print(f"| ({B}, {L}) | {best['median_us']:.1f} | {best['budget'] // 1024}K/{best['bits']}-bit/{best['threads']} "
+              f"{_path(best)} | {read1:.1f} | {best['median_us'] / read1:.2f} | {tgt:.1f} | "
+              f"{'met' if best['median_us'] <= tgt else 'missed'} | {dtxt} |")
+
+
 def summary(rows):
     best = {}
     for r in rows:
@@ -298,7 +343,7 @@ def summary(rows):
     print(f"{'B':>5} {'L':>9} {'budget':>7} {'bits':>4} {'thr':>4} {'split':>6} {'us':>9} {'x floor':>8} "
           f"{'read1 us':>8} {'serve us':>9} {'host us':>8} {'torch us':>9} {'t.serve':>8} {'t.host':>7} {'speedup':>8}")
     for (B, L), r in sorted(best.items()):
-        sp = f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
+        sp = _path(r)
         print(f"{B:5d} {L:9d} {r['budget'] // 1024:6d}K {r['bits']:4d} {r['threads']:4d} {sp:>6} {r['median_us']:9.1f} "
               f"{r['x_floor']:8.2f} {r['read_once_us']:8.1f} {r['serve_us']:9.1f} {r['host_us']:8.1f} {r['torch_us']:9.1f} "
               f"{r['torch_serve_us']:8.1f} {r['torch_host_us']:7.1f} {r['speedup_vs_torch']:7.2f}x")
@@ -318,6 +363,7 @@ def summary(rows):
           f"{worst['run']}  [{'met' if worst['p90_x_median'] <= 1.2 else 'NOT met'}]")
     plan_check(rows)
     overflow_check(rows)
+    decode_table(rows)
     bad = [r for r in rows if not r["verified"]]
     print(f"  verification: {len(rows) - len(bad)}/{len(rows)} configs exact")
 
@@ -327,7 +373,7 @@ def plan_check(rows):
     same config and shape (comparison runs), and each config's plan against the shape's best."""
     print("\nplan check (issue 17: the plan's path within 1.5x of the best measured path, per config)")
     groups = {}
-    for r in rows:
+    for r in (r for r in rows if r["run"] != "default"):
         groups.setdefault((r["B"], r["L"], r["budget"], r["bits"], r["threads"]), []).append(r)
     for (B, L, bud, nbits, nthr), rs in sorted(groups.items()):
         plan = next((r for r in rs if r["run"] == "plan"), None)
@@ -335,9 +381,9 @@ def plan_check(rows):
         if plan is None or len(rs) < 2:
             continue
         ratio = plan["median_us"] / fastest["median_us"]
-        print(f"  ({B}, {L}) {bud // 1024}K {nbits}-bit {nthr} thr: plan split {plan['split']}"
-              f"{'c' if plan['cluster'] else ''} {plan['median_us']:.1f} us, best {fastest['run']} split "
-              f"{fastest['split']}{'c' if fastest['cluster'] else ''} {fastest['median_us']:.1f} us: {ratio:.2f}x"
+        print(f"  ({B}, {L}) {bud // 1024}K {nbits}-bit {nthr} thr: plan {_path(plan)}"
+              f" {plan['median_us']:.1f} us, best {fastest['run']} "
+              f"{_path(fastest)} {fastest['median_us']:.1f} us: {ratio:.2f}x"
               f"  [{'ok' if ratio <= 1.5 else 'OFF'}]")
     for (B, L) in sorted({(r["B"], r["L"]) for r in rows}):
         plans = [r for r in rows if (r["B"], r["L"]) == (B, L) and r["run"] == "plan"]
@@ -375,7 +421,7 @@ def overflow_check(rows):
         for r in over:
             ratio = r["median_us"] / top["median_us"]
             print(f"  ({B}, {L}) {r['dist']} {r['budget'] // 1024}K {r['bits']}-bit {r['threads']} thr "
-                  f"split {r['split']}{'c' if r['cluster'] else ''} ({r['run']}): {r['median_us']:.1f} us "
+                  f"{_path(r)} ({r['run']}): {r['median_us']:.1f} us "
                   f"[{_flags(r, ROW_FLAGS)}; {r['overflow_rows']} over capacity] vs {top['median_us']:.1f} us "
                   f"({top['dist']} {top['budget'] // 1024}K {top['bits']}-bit): {ratio:.2f}x  "
                   f"[{'ok' if ratio <= 2 else 'OVER 2x'}]")

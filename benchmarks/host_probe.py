@@ -54,7 +54,7 @@ def probe_shape(torch, tk, kern, B, L, k, n, config):
     stream = torch._C._cuda_getCurrentRawStream(x.device.index)
     i32 = {"dtype": torch.int32, "device": "cuda"}
     tensors = (x, plan.dummy, plan.dummy, torch.empty((B, k), **i32), plan.dummy, plan.sink,
-               torch.empty(max(1, plan.scratch_numel), **i32), torch.zeros(max(1, plan.kept_numel), **i32))
+               torch.empty(max(1, plan.scratch_numel), **i32), torch.zeros(max(1, plan.ws_numel), **i32))
     pack = rtc.ArgPack(pack.template)            # its own copy, bound to tensors that stay alive
     pack.bind(tuple(t.data_ptr() for t in tensors))
     g = graph_of(torch, lambda: tk.topk(x, k, kernel=kern))
@@ -68,7 +68,7 @@ def probe_shape(torch, tk, kern, B, L, k, n, config):
             ("  one output allocation", lambda: torch.empty((B, k), dtype=torch.int32, device="cuda")),
             ("torch.topk", lambda: torch.topk(x, k, dim=-1, sorted=False))]
     print(f"\nB={B} L={L} k={k}: launcher {kern.launcher}, {len(plan.launches)} launch(es), "
-          f"split {plan.nsplit}, cluster {plan.ncluster}; {n} calls, no sync")
+          f"split {plan.nsplit}, cluster {plan.ncluster}, resident {plan.nresident}; {n} calls, no sync")
     print(f"  {'':28s} {'host us/call':>13s} {'loop us/call':>13s}")
     for name, fn in rows:
         host, loop = serving_loop(torch, fn, n)

@@ -27,6 +27,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 4),
           ("p1", 4, 5), ("p2", 5, 6), ("p3", 6, 7), ("p4", 7, 8), ("emit", 8, 9), ("kernel", 0, 9)]
+# The resident kernel's stamps (topk_resident.cuh; a spread row's are those of the block that
+# finished it): load (the slice into LDS, its histogram), merge (the row's two-level histogram
+# merge and its two barriers: spread rows only), thresh, collect (bins above t out, bin t to the
+# list), finish (the last arrival, then the list's rank or refine), kernel.
+RESIDENT_PHASES = [("load", 0, 1), ("merge", 1, 2), ("thresh", None, 3), ("collect", 3, 4), ("finish", 4, 9),
+                   ("kernel", 0, 9)]
 
 
 def clock_ghz(torch) -> float:
@@ -57,10 +63,10 @@ def timeline(stamps):
              r[14]) for i, r in enumerate(stamps) if len(r) >= 15 and r[9] >= 0]
 
 
-def phase_table(stamps, ghz):
+def phase_table(stamps, ghz, phases=PHASES):
     """stamps: [rows, 10] cycles since stamp 0 (-1 = not reached) -> {phase: median us}."""
     res = {}
-    for name, a, b in PHASES:
+    for name, a, b in phases:
         vals = [c for c in (phase_cycles(r, a, b) for r in stamps) if c is not None]
         res[name] = statistics.median(vals) / (ghz * 1e3) if vals else float("nan")
     totals = [r[9] for r in stamps if r[9] >= 0]
@@ -80,7 +86,7 @@ def phase_table(stamps, ghz):
     return res
 
 
-def block_rows(stamps, ghz, config: dict) -> list:
+def block_rows(stamps, ghz, config: dict, phases=PHASES) -> list:
     """One dict per profiled block (row) that wrote its timeline: ``config``, its row, SM, start
     and end on the global timer (ns from the call's first start), and its phases (us, -1: not
     reached)."""
@@ -88,7 +94,7 @@ def block_rows(stamps, ghz, config: dict) -> list:
     t0 = min((s for _, s, _, _ in tl), default=0)
     rows = []
     for i, start, end, sm in tl:
-        cyc = {name: phase_cycles(stamps[i], a, b) for name, a, b in PHASES}
+        cyc = {name: phase_cycles(stamps[i], a, b) for name, a, b in phases}
         rows.append({**config, "row": i, "sm": sm, "start": start - t0, "end": end - t0,
                      **{f"{n}_us": -1 if c is None else round(c / (ghz * 1e3), 3) for n, c in cyc.items()}})
     return rows
@@ -104,6 +110,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cluster", default="auto",
                     help="cluster kernel (sm_90+): auto, on, off, or a list (auto,off); with a cluster "
                          "the stamps are block 0's, whose thresh/collect include the cluster barriers")
+    ap.add_argument("--resident", default="auto",
+                    help="the resident kernel: auto, off, or a list (auto,off); its phases are load, merge, "
+                         "thresh, collect, finish")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--blocks-csv", default="",
@@ -134,10 +143,9 @@ def main(argv=None) -> int:
     tiny = torch.zeros(1, device="cuda")
     base, *_ = kernel_time(tiny.zero_, a.reps)
     print(f"# harness: a one-element fill times {base:.1f} us the same way (launch and event overhead)")
-    cols = [p[0] for p in PHASES] + ["kernel_max"]
     blocks = []
-    print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'S':>3} {'cl':>2} {'call us':>8} " +
-          " ".join(f"{c:>8}" for c in cols), flush=True)
+    print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'path':>6} {'call us':>8}  phases (us, median over rows)",
+          flush=True)
     for shape in a.shapes.split(","):
         B, L = (int(v) for v in shape.split("x"))
         x = torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(B + L))
@@ -148,24 +156,27 @@ def main(argv=None) -> int:
                                           dynamic_smem=budget)
                 kprof = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, {**d, "TOPK_PROF": 1},
                                            None, dynamic_smem=budget)
-                for sp, cm in itertools.product(a.split.split(","), a.cluster.split(",")):
-                    split = None if sp == "auto" else int(sp)
-                    cl = {"auto": None, "on": True, "off": False}[cm]
-                    out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, split=split,
-                                        cluster=cl)
-                    med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, split=split, cluster=cl),
-                                         a.reps)
-                    st = tk.topk(x, a.k, kernel=kprof, split=split, cluster=cl)[:, :15].cpu().tolist()
-                    ph = phase_table(st, ghz)
+                for sp, cm, rm in itertools.product(a.split.split(","), a.cluster.split(","), a.resident.split(",")):
+                    opts = {"split": None if sp == "auto" else int(sp), "cluster": {"auto": None, "on": True, "off": False}[cm],
+                            "resident": {"auto": None, "off": False}[rm]}
+                    out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, **opts)
+                    med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, **opts), a.reps)
+                    phases = RESIDENT_PHASES if diag["resident"] else PHASES
+                    cols = [p[0] for p in phases] + ["kernel_max"]
+                    st = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
+                    ph = phase_table(st, ghz, phases)
                     # again at once: the profiling build's code is now in the L2 and the SMs'
                     # instruction caches (the first call above ran it cold)
-                    st2 = tk.topk(x, a.k, kernel=kprof, split=split, cluster=cl)[:, :15].cpu().tolist()
-                    ph2 = phase_table(st2, ghz)
-                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {diag['split']:3d} {diag['cluster']:2d} "
-                          f"{med:8.1f} " + " ".join(f"{ph[c]:8.2f}" for c in cols), flush=True)
-                    print(f"{'(same, code warm)':>38} " + " ".join(f"{ph2[c]:8.2f}" for c in cols), flush=True)
+                    st2 = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
+                    ph2 = phase_table(st2, ghz, phases)
+                    path = (f"r{diag['resident']}" if diag["resident"] else
+                            f"{diag['split']}{'c' if diag['cluster'] else ''}")
+                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {path:>6} {med:8.1f}  "
+                          + " ".join(f"{c} {ph[c]:.2f}" for c in cols), flush=True)
+                    print(f"{'(same, code warm)':>38}  " + " ".join(f"{c} {ph2[c]:.2f}" for c in cols), flush=True)
                     blocks += block_rows(st2, ghz, {"B": B, "L": L, "threads": threads, "bits": bits,
-                                                    "split": diag["split"], "cluster": diag["cluster"]})
+                                                    "split": diag["split"], "cluster": diag["cluster"],
+                                                    "resident": diag["resident"]}, phases)
                     if "span" in ph:
                         print(f"     timeline (global timer): block starts spread {ph['start_spread']:.2f} us, "
                               f"first start to last end {ph['span']:.2f} us, ends spread {ph['end_spread']:.2f} "

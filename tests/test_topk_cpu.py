@@ -394,7 +394,7 @@ def _nvrtc_compile(lib, source, options, want_ptx: bool = False):
 @pytest.mark.parametrize("extra,emitted", [
     ({}, {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME}),
     ({"TOPK_SPLIT_ONLY": 1}, {tk.SPLIT_KERNEL_NAME}),
-    ({"TOPK_CLUSTER": 4}, {tk.CLUSTER_KERNEL_NAME})])
+    ({"TOPK_CLUSTER": 4}, {tk.CLUSTER_KERNEL_NAME}), ({"TOPK_RESIDENT": 1}, {tk.RESIDENT_KERNEL_NAME})])
 def test_each_build_emits_only_what_it_launches(extra, emitted):
     """A build costs seconds per kernel in it: the split and cluster builds of the launcher
     (TOPK_SPLIT_ONLY, TOPK_CLUSTER=S) carry their one kernel, the main build its two."""
@@ -411,7 +411,7 @@ def test_each_build_emits_only_what_it_launches(extra, emitted):
 
 @pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
                                    {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
-                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2, "TOPK_KEEP_NOINLINE": 1},
+                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2}, {"TOPK_RESIDENT": 1},
                                    {"TOPK_CLUSTER": 8, "TOPK_CLUSTER_REGS": 8},
                                    {"TOPK_CLUSTER": 16, "TOPK_CLUSTER_REGS": 8, "TOPK_PROF": 1}])
 @pytest.mark.parametrize("bits", [8, 12])
@@ -620,6 +620,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
         return handles.setdefault((S, regs), rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
                                                            {**handle.defines, **extra}, [], 0.0, 49152))
     monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    monkeypatch.setattr(tk.policy, "RES_MAX_PARTS", 0)      # the long-row paths that do not fit on chip
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
     main32 = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(32768, 512, 12), [], 0.0, 32768)
@@ -775,7 +776,7 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
             tk.clear_plans()              # plans of these fake kernels must not outlive the test
         assert set(compiled) == warmed, set(compiled) - warmed
     names = {k[0] for k in compiled}
-    assert names == {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME, tk.CLUSTER_KERNEL_NAME}     # all three were needed
+    assert names == {tk.KERNEL_NAME, tk.SPLIT_KERNEL_NAME, tk.CLUSTER_KERNEL_NAME, tk.RESIDENT_KERNEL_NAME}   # all were needed
 
 
 def test_a_shape_s_first_call_builds_the_cluster_sizes_it_may_try_side_by_side(monkeypatch):
@@ -817,6 +818,7 @@ def test_warm_plans_the_workloads_rows_and_its_adversarial_rows_side_by_side(mon
         return 4
     monkeypatch.setattr(tk, "_cluster_plan", fake_plan)
     monkeypatch.setattr(tk, "_cluster_kernel", lambda handle, S, B, *a: planned.append(("kernel", S, B)))
+    monkeypatch.setattr(tk.policy, "RES_MAX_PARTS", 0)      # rows that do not fit on chip
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -852,7 +854,7 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
         return rtc.RtcKernel(None, name, "90", dict(defines), [], 0.0, dynamic_smem)
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
-    tk.topk(torch.zeros(B, 131072), 2048, kernel=main)
+    tk.topk(torch.zeros(B, 131072), 2048, kernel=main, resident=False)
     assert sorted(s for s in built if s[0]) == built_sizes
 
 

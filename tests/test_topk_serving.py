@@ -94,6 +94,12 @@ def fake_gpu(monkeypatch):
         return clusters.setdefault((S, regs), _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, **extra},
                                                       handle.dynamic_smem, 0x3000 + S + 0x100 * regs))
     monkeypatch.setattr(tk, "_cluster_handle", cluster_handle)
+    resident = {}
+
+    def resident_handle(handle, budget, threads, bits, dev):
+        return resident.setdefault(0, _kernel(tk.RESIDENT_KERNEL_NAME, {**handle.defines, "TOPK_RESIDENT": 1},
+                                              handle.dynamic_smem, 0x4000))
+    monkeypatch.setattr(tk, "_resident_handle", resident_handle)
     tk.clear_plans()
     yield driver
     tk.clear_plans()
@@ -126,8 +132,8 @@ def _decoded(driver, plan):
 def test_one_block_path_packs_the_rows_output_and_placeholders(fake_gpu):
     main = _main()
     x = torch.zeros(4, 8192)
-    out = tk.topk(x, K, kernel=main)
-    plan = tk.plan_for(x, K, kernel=main)
+    out = tk.topk(x, K, kernel=main, resident=False)
+    plan = tk.plan_for(x, K, kernel=main, resident=False)
     assert main.launcher == "cuda-python"
     (f, grid, block, smem, stream, params), = _decoded(fake_gpu, plan)
     assert f == ("CUfunction", 0x1000) and grid == (4, 1, 1) and block == (512, 1, 1) and smem == 49152
@@ -136,7 +142,40 @@ def test_one_block_path_packs_the_rows_output_and_placeholders(fake_gpu):
     #           scores        stride L     lengths  starts  K  out             mode table tstr pbits bins
     assert params == [x.data_ptr(), 8192, 8192, d, 0, d, 0, K, out.data_ptr(), 0, d, 0, 0, sink,
                       d, 0, 0, d, 0]            # no scratch list, no split record, presplit 0
-    assert plan.scratch_numel == 0 and plan.kept_numel == 0 and (plan.nsplit, plan.ncluster) == (1, 0)
+    assert plan.scratch_numel == 0 and plan.ws_numel == 0 and (plan.nsplit, plan.ncluster) == (1, 0)
+
+
+def test_resident_paths_one_launch_and_a_workspace_per_stream(fake_gpu, monkeypatch):
+    """Rows that fit one block's budget: the two-pass kernel unless asked (resident=1: one block a
+    row, the candidate list after the slice, no workspace). Rows over several blocks: one launch of
+    B x parts blocks and the plan's workspace, the same on every call of a stream (zeroed once: each
+    call leaves it so), another stream's its own."""
+    main = _main()
+    x = torch.zeros(4, 8192)
+    assert tk.plan_for(x, K, kernel=main).nresident == 0
+    out = tk.topk(x, K, kernel=main, resident=True)
+    plan = tk.plan_for(x, K, kernel=main, resident=True)
+    (f, grid, block, smem, _, params), = _decoded(fake_gpu, plan)
+    d = plan.dummy.data_ptr()
+    assert f == ("CUfunction", 0x4000) and grid == (4, 1, 1) and block == (512, 1, 1) and smem == 49152
+    assert params[:14] == [x.data_ptr(), 8192, 8192, d, 0, d, 0, K, out.data_ptr(), 0, d, 0, 0, plan.sink.data_ptr()]
+    cap = (49152 - 4 * 8192) // 8
+    assert params[14:] == [1, cap, 8192, d, 0] and (plan.nresident, plan.capacity, plan.ws_numel) == (1, cap, 0)
+    x = torch.zeros(1, 1 << 20)
+    tk.topk(x, K, kernel=main)
+    plan = tk.plan_for(x, K, kernel=main)
+    (f, grid, *_, params), = _decoded(fake_gpu, plan)
+    parts = (1 << 20) // tk.policy.RES_SLICE         # 86 blocks fit; 128 give 8K-score slices, one a SM
+    ws_row = tk.policy.resident_workspace_ints(12, 49152 // 8)
+    assert grid == (parts, 1, 1) and params[14:17] == [parts, 49152 // 8, 0] and params[18] == ws_row
+    assert plan.ws_numel == ws_row and plan.nresident == parts and plan.capacity == 49152 // 8
+    ws = params[17]
+    tk.topk(x, K, kernel=main)
+    assert _decoded(fake_gpu, plan)[0][5][17] == ws             # the stream's workspace again
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda idx: STREAM + 1, raising=False)
+    tk.topk(x, K, kernel=main)
+    assert _decoded(fake_gpu, plan)[0][5][17] not in (ws, d)    # another stream: its own
+    assert all(int(w.abs().sum()) == 0 for w in plan.ws_by_stream.values())
 
 
 def test_lengths_starts_and_page_table_are_packed(fake_gpu):
@@ -166,7 +205,8 @@ def test_split_path_two_launches_share_the_call_buffers(fake_gpu):
     scratch, kept = sp[8], sp[11]
     assert sp[8:] == [scratch, scap, prefix, kept, 8] and mp[14:] == [scratch, scap, prefix, kept, 1]
     assert scratch != kept and plan.dummy.data_ptr() not in (scratch, kept)
-    assert plan.scratch_numel == 8 * 2 * scap and plan.kept_numel == 8 * (2 + 4096)
+    assert plan.scratch_numel == 8 * 2 * scap and plan.ws_numel == 8 * (2 + 4096)
+    assert kept == plan.ws_by_stream[STREAM].data_ptr()        # the records: the plan's, zeroed once
 
 
 def test_cluster_path_one_launch_with_a_spill_list(fake_gpu):
@@ -181,14 +221,16 @@ def test_cluster_path_one_launch_with_a_spill_list(fake_gpu):
     assert f == ("CUfunction", 0x3004) and grid == (256, 1, 1) and block == (512, 1, 1) and smem == 49152
     assert len(params) == 17 and params[-3:-1] == [scap, prefix]
     assert params[-1] not in (plan.dummy.data_ptr(), x.data_ptr())
-    assert (plan.ncluster, plan.scratch_numel, plan.kept_numel) == (4, 64 * 2 * scap, 0)
+    assert (plan.ncluster, plan.scratch_numel, plan.ws_numel) == (4, 64 * 2 * scap, 0)
 
 
 def test_cluster_plans_take_the_register_path_where_slices_fit_and_clusters_stay_resident(fake_gpu, monkeypatch):
     main = _main()
     x = torch.zeros(8, 131072)
-    tk.topk(x, K, kernel=main)
-    plan = tk.plan_for(x, K, kernel=main)
+    assert tk.plan_for(x, K, kernel=main).nresident == 0          # on chip, but sm_90's cluster takes it
+    assert tk.plan_for(x, K, kernel=main, resident=True).nresident == 16
+    tk.topk(x, K, kernel=main, resident=False)
+    plan = tk.plan_for(x, K, kernel=main, resident=False)
     (f, grid, *_), = _decoded(fake_gpu, plan)
     assert (plan.ncluster, plan.cluster_regs, f, grid) == (8, 8, ("CUfunction", 0x3808), (64, 1, 1))
     assert tk.plan_for(torch.zeros(64, 131072), K, kernel=main).cluster_regs == 0     # S = 4: 32K a slice
@@ -198,9 +240,9 @@ def test_cluster_plans_take_the_register_path_where_slices_fit_and_clusters_stay
                         lambda h, grid, thr, smem: 4 if "TOPK_CLUSTER_REGS" in h.defines else 1000)
     plan.launches[0][0].info.clear()              # the driver's answer is kept per kernel: ask again
     tk.clear_plans()
-    plan = tk.plan_for(x, K, kernel=main)
+    plan = tk.plan_for(x, K, kernel=main, resident=False)
     assert (plan.ncluster, plan.cluster_regs, plan.launches[0][0].fn) == (8, 0, ("CUfunction", 0x3008))
-    assert tk.plan_for(torch.zeros(4, 131072), K, kernel=main).cluster_regs == 8
+    assert tk.plan_for(torch.zeros(4, 131072), K, kernel=main, resident=False).cluster_regs == 8
 
 
 def test_plan_is_made_once_and_repacked_only_on_new_pointers(fake_gpu):
@@ -240,9 +282,11 @@ def test_a_known_plain_call_skips_the_argument_checks_but_a_changed_one_does_not
     tk.topk(x1, K, lengths, kernel=main)
     tk.topk(x1, K, lengths, kernel=main)                                 # lengths are checked every call
     assert checked == [K, K, K, K, 1024, K, K]
-    opts = (None,) * 9
-    assert tk._known_plan(tk._call_key(x1, [K], opts)) == (None, None)        # unhashable: no key
-    assert tk._call_key("not a tensor", K, opts) is None and tk._known_plan(None) == (None, None)
+    ids = (id(main), id(None))
+    assert tk._known_plan(tk._call_key(x1, [K], ids, None, {})) == (None, None)   # unhashable: no key
+    assert tk._call_key("not a tensor", K, ids, None, {}) is None and tk._known_plan(None) == (None, None)
+    tk.topk(x1, K, kernel=main, threads=512)                             # another option: checked
+    assert checked[-1] == K and len(checked) == 8
 
 
 def test_every_launch_binds_this_calls_pointers(fake_gpu):
@@ -308,8 +352,8 @@ def test_out_overlapping_the_scores_is_refused(fake_gpu):
 def test_diagnostics_get_their_own_bin_counts(fake_gpu):
     main = _main()
     x = torch.zeros(4, 8192)
-    out, diag = tk.topk(x, K, kernel=main, return_diagnostics="lazy")
-    plan = tk.plan_for(x, K, kernel=main)
+    out, diag = tk.topk(x, K, kernel=main, return_diagnostics="lazy", resident=False)
+    plan = tk.plan_for(x, K, kernel=main, resident=False)
     (*_, params), = _decoded(fake_gpu, plan)
     assert params[13] == diag["bin_counts"].data_ptr() != plan.sink.data_ptr()
     assert diag["capacity"] == plan.capacity == 49152 // 8
@@ -346,8 +390,8 @@ def test_torch_launcher_is_the_fallback(monkeypatch):
     h.launcher, h.fn = rtc.driver_function(h.kernel)
     assert (h.launcher, h.fn) == ("torch", None)
     x = torch.zeros(3, 8192)
-    out = tk.topk(x, K, kernel=h)
-    (kw,), plan = calls, tk.plan_for(x, K, kernel=h)
+    out = tk.topk(x, K, kernel=h, resident=False)
+    (kw,), plan = calls, tk.plan_for(x, K, kernel=h, resident=False)
     assert kw["grid"] == (3, 1, 1) and kw["block"] == (256, 1, 1) and kw["shared_mem"] == 32768
     assert kw["args"][0] is x and kw["args"][8] is out and kw["args"][3] is plan.dummy
     assert kw["args"][1:3] == [8192, 8192] and kw["stream"] is None

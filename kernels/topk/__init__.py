@@ -15,15 +15,20 @@ tensors and replay the graph.
 from __future__ import annotations
 
 import functools
+import re
 import threading
-from collections import namedtuple
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from occtune.build import rtc
 from occtune.errors import UserError
+from occtune.kernels.topk import policy
 from occtune.kernels.topk.capacity import candidate_entries
+from occtune.kernels.topk.options import TopkOptions, options_of
+from occtune.kernels.topk.policy import (AUTO_CLUSTER, CLUSTER_TWO_LEVEL, MAX_CLUSTER, PORTABLE_CLUSTER,  # noqa: F401
+                                         PREFIX_MIN_ROW, SPLIT_MIN_SLICE, ResidentPlan, cluster_fits,
+                                         long_row_plan, split_plan, split_record_ints)
 from occtune.model.targets import hopper_or_later
 from occtune.outputs.tuned import tuned_config
 from occtune.validate import SIZE, Rule
@@ -32,13 +37,9 @@ SOURCE_PATH = Path(__file__).with_name("topk.cuh")
 KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
 CLUSTER_KERNEL_NAME = "topk_cluster_kernel"
-PORTABLE_CLUSTER = 8                  # the portable thread-block cluster size (sm_90+)
-MAX_CLUSTER = 16                      # with the non-portable attribute set (sm_90, sm_100): cluster=True
-AUTO_CLUSTER = 8                      # the largest cluster the automatic plan takes
-CLUSTER_TWO_LEVEL = 4                 # topk.cuh's TOPK_CLUSTER_TWO_LEVEL: two-level searches from here
-CLUSTER_REGS_VALUES = 16384           # the register path's slice: at most this many values per block
+RESIDENT_KERNEL_NAME = "topk_resident_kernel"
+CLUSTER_REGS_VALUES = policy.CLUSTER_REGS_VALUES   # the register path's slice (a benchmark may lower it)
 PREFETCH_CLUSTERS = 3                 # cluster sizes built side by side where the first may not fit
-SPLIT_MIN_SLICE = 16384               # a split row's slices are at least this many columns
 DEFAULT_BUDGET = 128 * 1024          # the untuned default of the original kernel
 MAX_K = 2048
 # What the kernel accepts (checked by ``defines``, by the profile and by the CLI options).
@@ -47,8 +48,6 @@ THREADS_RULE = Rule(int, min=64, max=1024, multiple=64)   # threads per block
 BUDGET_RULE = Rule(SIZE, min=64, multiple=8)              # dynamic LDS bytes
 K_RULE = Rule(int, min=1, max=MAX_K)                      # top-k size
 _BUDGET_BYTES = replace(BUDGET_RULE, kind=int)            # a config's budget: bytes, not "40K"
-# Long rows: prefix length that bounds the threshold bin, and the per-row scratch list length.
-PREFIX_MIN_ROW = 131072               # rows at least this long use the prefix-bound single pass
 # The kernel's per-row report (topk.cuh, TOPK_FLAG_*): how each row was finished. No overflow is
 # silent: a row whose threshold bin, shared stage or kept list overflowed has its flag set.
 ROW_FLAGS = {"bin_overflow_rows": 1,    # bin t did not fit the candidate list (narrowed elsewhere)
@@ -68,8 +67,14 @@ def flag_counts(row_flags) -> dict:
     return dict(zip(ROW_FLAGS, map(int, counts)))
 
 
+_PART = re.compile(r'^#include "(topk_\w+\.cuh)"[ \t]*\n', re.M)
+
+
 def read_source() -> str:
-    return SOURCE_PATH.read_text(encoding="utf-8")
+    """topk.cuh with its parts (``#include "topk_*.cuh"`` beside it) inlined: one text for the
+    runtime compilers, which know no include path, and for the build caches' source hash."""
+    text = SOURCE_PATH.read_text(encoding="utf-8")
+    return _PART.sub(lambda m: SOURCE_PATH.with_name(m.group(1)).read_text(encoding="utf-8"), text)
 
 
 def defines(lds_budget: int, threads: int = 512, bits: int = 8) -> dict:
@@ -85,67 +90,6 @@ def _tuned(B: int, L: int, k: int, device) -> dict:
     Looked up once per (B, L, k, device) in a process: no file system access on the serving path."""
     return tuned_config("topk", {"B": B, "L": L, "K": int(k)}, device=device,
                         validate=lambda c: defines(c["lds_budget"], c["threads"], c["bits"]) and c) or {}
-
-
-def split_record_ints(bits: int) -> int:
-    """Ints per row of the split kernel's record (topk.cuh's TOPK_SPLIT_REC): the kept-list
-    length, the coarse histogram of the kept values (2**bits bins), 1 + the bin the sampled floor
-    cut (0: none)."""
-    return 2 + (1 << int(bits))
-
-
-def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
-    """(prefix_len, scratch_cap) for rows of ``L`` columns; (0, 0) disables the single pass.
-
-    The prefix (L/16, at least 16k) bounds the threshold bin from below: only elements at or
-    above that bound are counted and copied to the scratch list, roughly k/prefix of the row plus
-    one coarse bin. L/8 entries (at least 16k) leave headroom on random rows; an overflow falls
-    back to re-reading the row, exactly.
-    """
-    if L < prefix_min_row or L < 16 * k:
-        return 0, 0
-    prefix = max(16 * k, L // 16)
-    if 2 * prefix >= L:
-        prefix = max(k, (L - 1) // 2)
-    return prefix, max(16 * k, L // 8)
-
-
-def split_plan(B: int, L: int, scratch_cap: int, num_sms: int, split=None,
-               blocks_per_sm: int = 2) -> int:
-    """Blocks per row of the split main pass (1: one block per row, no split kernel).
-
-    ``split=None`` chooses: nothing when B >= the SM count, else as many blocks per row as fit
-    in one wave (B*S <= blocks_per_sm * num_sms: every block of the main pass resident at
-    once), each slice at least SPLIT_MIN_SLICE columns; only rows that take the long-row path
-    (scratch_cap > 0) split. An int forces that many (still capped so that no slice is empty);
-    0 or 1 disables it.
-    """
-    if not scratch_cap or B <= 0 or L <= 0:
-        return 1
-    if split is None:
-        if B >= num_sms:          # one block per row already fills the GPU
-            return 1
-        want = max(1, int(blocks_per_sm)) * int(num_sms) // B
-        s = min(want, L // SPLIT_MIN_SLICE)
-    else:
-        s = int(split)
-        if s < 0:
-            raise UserError(f"split must be >= 0 blocks per row, got {split}")
-        s = min(s, max(1, L // 4))
-    return s if s >= 2 else 1
-
-
-def cluster_fits(L: int, k: int, lds_budget: int, S: int) -> bool:
-    """Whether a cluster block's slice is expected to keep few enough values for its stage.
-
-    The sample aims at about 1.5k + L/256 kept values per row (1.5 times the expected count
-    above the k-th largest, plus a margin: TOPK_SAMPLE_MARGIN in topk.cuh); the rule counts
-    2k + L/256 (the kernel's aim before v8, kept: it only adds headroom), a block keeps 1/S of
-    them. With 50% more headroom for the coarse bin's width and sampling noise they must fit
-    the budget's entries, or a row would often take the (exact, slower) whole-row fallback.
-    """
-    per_block = (2 * int(k) + int(L) // 256) / max(1, int(S))
-    return 1.5 * per_block <= candidate_entries(lds_budget)
 
 
 _BUILT: dict = {}             # (budget, threads, bits, device) -> kernel: a repeat costs a lookup
@@ -204,16 +148,22 @@ def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev, regs: int = 
 
 
 def cluster_regs(L: int, S: int, threads: int) -> int:
-    """TOPK_CLUSTER_REGS (float4 per thread) of the cluster kernel's register path for rows of
-    ``L`` over S blocks of ``threads``, or 0 where it does not apply: a two-level build (S >=
-    CLUSTER_TWO_LEVEL), 256 threads or more, each block's slice at most 4 R threads values (R =
-    CLUSTER_REGS_VALUES / 4 threads, rounded down: the kernel's own test, so that a thread count
-    that does not divide 4096 never builds a register path no row takes)."""
-    slice_ = (-(-int(L) // int(S)) + 3) & ~3          # topk_cluster_slice's chunk
-    regs = CLUSTER_REGS_VALUES // (4 * int(threads))
-    if S < CLUSTER_TWO_LEVEL or threads < 256 or slice_ > 4 * regs * int(threads):   # the kernel's test
-        return 0
-    return regs
+    """policy.cluster_regs with this module's CLUSTER_REGS_VALUES (0 turns the register path off)."""
+    return policy.cluster_regs(L, S, threads, CLUSTER_REGS_VALUES)
+
+
+def _resident_handle(handle, lds_budget, threads, bits, dev):
+    """The resident kernel (TOPK_RESIDENT, same config; its dynamic LDS is the budget: the slice)."""
+    smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
+    return _derived_handle(handle, RESIDENT_KERNEL_NAME, {"TOPK_RESIDENT": 1}, smem, lds_budget, threads, bits, dev)
+
+
+def _blocks_per_sm(h, nthreads: int, smem: int, fallback: int) -> int:
+    """The driver's resident blocks per SM for kernel ``h`` (asked once per kernel and block size)."""
+    key = ("blocks_per_sm", nthreads)
+    if key not in h.info:
+        h.info[key] = rtc.occupancy_query(h, nthreads, smem) or fallback
+    return h.info[key]
 
 
 def _cluster_kernel(handle, S: int, B: int, L: int, lds_budget, threads, bits, dev):
@@ -364,23 +314,32 @@ def _out_ptr(out, plan, reads: tuple) -> int:
     return optr
 
 
-def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
-         threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
-         return_diagnostics: bool = False, kernel=None, prefix_min_row: int = PREFIX_MIN_ROW,
-         split=None, split_kernel=None, cluster=None, out=None):
+def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, options: TopkOptions | None = None,
+         page_table=None, offsets=None, out=None, return_diagnostics=False, kernel=None, split_kernel=None,
+         **config):
     """Top-k indices of each row; see the module docstring. With ``row_starts`` the caller
     guarantees ``row_starts[b] + lengths[b] <= row stride`` (the kernel reads from the start).
-    ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
-    one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
-    thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
-    unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
-    row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
-    global memory. A row whose kept values crowd into one slice (sorted or strongly
-    position-biased scores) overflows that block's shared stage into the row's global scratch
-    list (``spilled_rows``); a threshold bin larger than the candidate list is narrowed without
-    re-reading the row where the long-row list holds it (``bin_overflow_rows``), by extra passes
-    over the row otherwise (``row_pass_rows``). Every such row is counted in the diagnostics
-    (``row_flags``: the kernel's per-row TOPK_FLAG_* bits; ``ROW_FLAGS``).
+
+    Options (``options=TopkOptions(...)``, or its fields as keywords: ``lds_budget``, ``threads``,
+    ``bits``, ``page_bits``, ``prefix_min_row``, ``split``, ``cluster``, ``resident``; see
+    ``options.py``). The path (``occtune.kernels.topk.policy``):
+    - ``resident``: rows that fit on chip are read once into the blocks' LDS (the budget is the
+      slice each block keeps): one block a row where a row fits one budget, else several blocks a
+      row that merge their histograms in a workspace of the plan (one wave; the call allocates
+      nothing for it). None chooses it wherever it fits with ``split`` and ``cluster`` unset; False
+      turns it off; True insists; an int forces that many blocks a row.
+    - ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
+      one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
+      thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
+      unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
+      row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
+      global memory.
+    A row whose kept values crowd into one slice (sorted or strongly position-biased scores)
+    overflows that block's shared stage into the row's global scratch list (``spilled_rows``); a
+    threshold bin larger than the candidate list is narrowed without re-reading the row where the
+    long-row list or the LDS holds it (``bin_overflow_rows``), by extra passes over the row
+    otherwise (``row_pass_rows``). Every such row is counted in the diagnostics (``row_flags``: the
+    kernel's per-row TOPK_FLAG_* bits; ``ROW_FLAGS``).
 
     Serving: the first call for a (kernel, shape, options) builds a ``LaunchPlan`` (kernels,
     grid, block, shared memory, packed arguments); later calls allocate the output (torch's
@@ -389,25 +348,26 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     "cuda-python"/"hip-python"; "torch" is the slow fallback) on torch's current stream. A later
     call without lengths, row starts or a table, whose scores' dtype, device, shape and strides, k
     and options match an earlier one in this thread, also skips the argument checks and the
-    tuned-config lookup (``clear_plans`` forgets them). A call makes no host synchronisation and
-    no allocation outside torch's allocator, so it can be captured in a CUDA graph
-    (torch.cuda.graph) and replayed on new inputs copied into the captured tensors: the
-    recommended serving mode (make one eager call first, outside the capture, so that
-    compilation and the plan happen there). Not capturable:
+    tuned-config lookup (``clear_plans`` forgets them). The workspaces that the split and
+    resident paths need are the plan's, one per stream, zeroed once and left zeroed by each call
+    (calls of one plan on one stream run in order; a call being captured in a CUDA graph gets its
+    own). A call makes no host synchronisation and no allocation outside torch's allocator, so it
+    can be captured in a CUDA graph (torch.cuda.graph) and replayed on new inputs copied into the
+    captured tensors: the recommended serving mode (make one eager call first, outside the
+    capture, so that compilation and the plan happen there). Not capturable:
     ``return_diagnostics=True`` (it reads the overflow count back); use "lazy".
 
     ``out``: an int32 [B, k] contiguous tensor on the scores' device that does not overlap them,
     written and returned instead of a new one (a serving loop's own buffer: no allocation, a few
     microseconds of host time less per call).
 
-    ``lds_budget``/``threads``/``bits``
-    left unset take the tuned config of this (B, L) on the scores' device (nearest tuned
-    workload in ``results/<target>/topk.yaml``; ``$OCCTUNE_RESULTS`` names another results
-    folder), else 128 KiB / 512 / 8."""
+    ``lds_budget``/``threads``/``bits`` left unset take the tuned config of this (B, L) on the
+    scores' device (nearest tuned workload in ``results/<target>/topk.yaml``; ``$OCCTUNE_RESULTS``
+    names another results folder), else 128 KiB / 512 / 8."""
     import torch
 
-    plan, table = _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits,
-                           offsets, kernel, prefix_min_row, split, split_kernel, cluster)
+    plan, table = _plan_of(scores, k, lengths, row_starts, options, config, page_table, offsets, kernel,
+                           split_kernel)
     d, dp, dev = plan.dummy, plan.dummy_ptr, plan.device
     if out is None:     # [B, k] int32: empty_like takes fewer host microseconds than torch.empty(shape, ...)
         out = torch.empty_like(plan.out_like, memory_format=torch.contiguous_format)
@@ -418,14 +378,14 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
     # per row: count(t), then the row's TOPK_FLAG_* bits
     bins = torch.empty_like(plan.sink) if return_diagnostics else plan.sink
     scratch = torch.empty(plan.scratch_numel, dtype=torch.int32, device=dev) if plan.scratch_numel else d
-    kept = torch.zeros(plan.kept_numel, dtype=torch.int32, device=dev) if plan.kept_numel else d
+    ws = plan.workspace() if plan.ws_numel else d
     tensors = (scores, d if lengths is None else lengths, d if row_starts is None else row_starts, out,
-               d if table is None else table, bins, scratch, kept)
-    # the same pointers as tensors (SCORES ... KEPT), without asking the placeholders for theirs
+               d if table is None else table, bins, scratch, ws)
+    # the same pointers as tensors (SCORES ... WS), without asking the placeholders for theirs
     ptrs = (scores.data_ptr(), dp if lengths is None else lengths.data_ptr(),
             dp if row_starts is None else row_starts.data_ptr(), optr, dp if table is None else table.data_ptr(),
             bins.data_ptr() if return_diagnostics else plan.sink_ptr, scratch.data_ptr() if plan.scratch_numel else dp,
-            kept.data_ptr() if plan.kept_numel else dp)
+            ws.data_ptr() if plan.ws_numel else dp)
     _launch(plan, tensors, ptrs)
     if not return_diagnostics:
         return out
@@ -434,7 +394,7 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: in
         return out, {"capacity": plan.capacity, "bin_counts": counts, "row_flags": flags}
     return out, {"overflow_rows": int((counts > plan.capacity).sum().item()), "capacity": plan.capacity,
                  "bin_counts": counts, "row_flags": flags, **flag_counts(flags), "split": plan.nsplit,
-                 "cluster": plan.ncluster, "cluster_regs": plan.cluster_regs,
+                 "cluster": plan.ncluster, "cluster_regs": plan.cluster_regs, "resident": plan.nresident,
                  "launcher": plan.launches[0][0].launcher if plan.launches else None}
 
 
@@ -467,25 +427,38 @@ def _launch(plan: LaunchPlan, tensors: tuple, ptrs: tuple) -> None:
 
 # ---- the launch plan: decided once per (kernel, shape, options), reused by every call ----------
 
-# pointer numbers of a plan's argument packs (LaunchPlan.bind gets the pointers in this order)
-SCORES, LENGTHS, STARTS, OUT, TABLE, BINS, SCRATCH, KEPT = range(8)
+# pointer numbers of a plan's argument packs (LaunchPlan.bind gets the pointers in this order);
+# WS: the plan's zeroed workspace (split records, or the resident kernel's row workspaces)
+SCORES, LENGTHS, STARTS, OUT, TABLE, BINS, SCRATCH, WS = range(8)
 
-_PlanKey = namedtuple("_PlanKey", "B L stride k has_len has_starts mode tstride page_bits "
-                                  "prefix_min_row split cluster lds_budget threads bits")
+
+class _Shape(NamedTuple):
+    """The shape side of a plan's key (the options are the other)."""
+
+    B: int
+    L: int
+    stride: int
+    k: int
+    has_len: bool
+    has_starts: bool
+    mode: int
+    tstride: int
 
 
 @dataclass
 class LaunchPlan:
     """What ``topk`` decides per (kernel, shape, options), decided on the first call: the
-    kernels it launches as (handle, grid, block, dynamic shared memory, ArgPack), the split and
-    cluster choice, and the sizes of the buffers each call allocates (0: none; the placeholder
-    ``dummy`` is passed). ``bind`` re-packs the pointers only when one changed (``repacks``)."""
+    kernels it launches as (handle, grid, block, dynamic shared memory, ArgPack), the path, and
+    the sizes of the buffers each call allocates (0: none; the placeholder ``dummy`` is passed).
+    ``bind`` re-packs the pointers only when one changed (``repacks``). ``ws_numel`` ints of
+    workspace that must be zero at a call's start (every call leaves it so): one per stream
+    (``workspace``)."""
 
     launches: list
     nsplit: int
     ncluster: int
     scratch_numel: int
-    kept_numel: int
+    ws_numel: int
     capacity: int
     dummy: Any                # 1 int: the pointer of an absent tensor (its flag is 0: never read)
     sink: Any                 # [B, 2] bin counts and row flags of calls without diagnostics (never read)
@@ -498,8 +471,10 @@ class LaunchPlan:
     ptrs: tuple = ()
     repacks: int = 0
     cluster_regs: int = 0     # the cluster kernel's TOPK_CLUSTER_REGS (0: the sampled path only)
+    nresident: int = 0        # the resident kernel's blocks a row (0: not resident)
     native: tuple = ()        # every launch as (kernel, grid, block, smem, params) where all are native
     native_launcher: Any = None   # rtc.NativeLauncher of those
+    ws_by_stream: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.launches and all(h.launcher == "native" for h, *_ in self.launches):
@@ -512,6 +487,25 @@ class LaunchPlan:
                 launch[4].bind(ptrs)
             self.ptrs = ptrs
             self.repacks += 1
+
+    def workspace(self):
+        """The zeroed workspace of a call on torch's current stream: the stream's own (made and
+        zeroed on it once; each call leaves it zeroed), or, while the stream is being captured in
+        a CUDA graph, one zeroed in the capture (each graph its own)."""
+        import torch
+
+        try:
+            capturing = torch.cuda.is_current_stream_capturing()
+        except RuntimeError:      # a torch without CUDA (the CPU tests' fake device)
+            capturing = False
+        if capturing:
+            return torch.zeros(self.ws_numel, dtype=torch.int32, device=self.device)
+        get = getattr(torch._C, "_cuda_getCurrentRawStream", None)     # None: a torch without CUDA
+        stream = get(self.device.index) if get is not None else 0
+        ws = self.ws_by_stream.get(stream)
+        if ws is None:
+            ws = self.ws_by_stream[stream] = torch.zeros(self.ws_numel, dtype=torch.int32, device=self.device)
+        return ws
 
 
 _TLS = threading.local()      # plans per thread: a plan's packs are rewritten by its calls
@@ -538,14 +532,15 @@ def clear_plans() -> None:
     _calls().clear()
 
 
-def _call_key(scores, k, opts: tuple):
+def _call_key(scores, k, ids: tuple, options, config: dict):
     """The raw arguments of a call without lengths, row starts or a transform table, as a key
     (None when ``scores`` is not a tensor): its dtype, device, shape and strides decide what
     ``_check_args`` checks, so a call with a known key is a checked one. An unhashable key (a
     list for k) is found by the lookup (``_known_plan``): hashing it here too cost a second hash
     of every call's key."""
     try:
-        return (scores.dtype, scores.device, scores.shape, scores.stride(), k, id(opts[0]), id(opts[1]), *opts[2:])
+        return (scores.dtype, scores.device, scores.shape, scores.stride(), k, *ids, options,
+                *config.items())
     except (AttributeError, TypeError):
         return None
 
@@ -560,108 +555,166 @@ def _known_plan(ckey):
         return None, None
 
 
-def _split_choice(handle, split_kernel, dev, r: _PlanKey, scap: int) -> tuple[int, int]:
-    """(blocks per row, cluster size or 0) of a plan; see ``topk``'s docstring."""
+def _num_sms(dev) -> int:
     import torch
 
+    n = _NUM_SMS.get(str(dev))
+    if n is None:
+        n = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
+    return n
+
+
+def _resident_choice(handle, dev, r: _Shape, o: TopkOptions) -> ResidentPlan | None:
+    """The resident layout of a plan, or None for the other paths (see ``topk``'s docstring).
+    Automatic only with split and cluster unset, rows longer than k, and, for rows over several
+    blocks, every block of the launch resident at once (the driver's blocks per SM)."""
+    if o.resident is False or not r.B or (o.resident is None and (o.split is not None or o.cluster is not None)):
+        return None
+    nthreads = int(handle.defines.get("TOPK_THREADS", o.threads))
+    smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", o.lds_budget))
+    bits = int(handle.defines.get("TOPK_COARSE_BITS", o.bits))
+    nsms = _num_sms(dev)
+    forced = o.resident is not None and o.resident is not True
+    if forced:
+        parts = int(o.resident)
+    else:
+        if o.resident is None and r.L <= r.k:
+            return None
+        parts = policy.resident_parts(r.B, r.L, smem, nsms, one_block=o.resident is True)
+        if not parts:
+            if o.resident:
+                raise UserError(f"resident=True: a row of {r.L} scores needs more than {policy.RES_MAX_PARTS} "
+                                f"blocks of {smem} B; pass resident=N blocks, a larger budget, or leave it unset")
+            return None
+    plan = policy.resident_plan(r.B, r.L, bits, smem, parts)
+    if plan.parts > 1:
+        upper = min(policy.MAX_THREADS_PER_SM // nthreads, 32)
+        if not forced and not policy.resident_one_wave(r.B, plan.parts, nsms, upper):
+            return None        # cannot be one wave whatever the driver says: nothing built
+        if o.resident is None and _cluster_first(handle, dev, r, o, nsms):
+            return None
+        rk = _resident_handle(handle, o.lds_budget, o.threads, o.bits, dev)
+        if not policy.resident_one_wave(r.B, plan.parts, nsms, _blocks_per_sm(rk, nthreads, smem, 1)):
+            if o.resident is not None:
+                raise UserError(f"resident: {r.B} rows x {plan.parts} blocks are not resident at once on this "
+                                "device (its blocks wait for each other); use fewer blocks a row, or leave resident unset")
+            return None
+    return plan
+
+
+def _cluster_first(handle, dev, r: _Shape, o: TopkOptions, nsms: int) -> bool:
+    """Whether the automatic plan keeps a spread row on the cluster kernel instead: wherever that
+    kernel takes the row (sm_90+, a long row, one cluster covering its one-wave split). On the H200
+    (benchmarks/records/topk_decode/r1) the cluster's register path took (8, 128K) in 17.7 us, the
+    resident kernel's 16 blocks a row 22.2-22.6; where no cluster covers a row, the resident
+    kernel won: (1, 1M) 22.4 us against the split kernel's 26.0."""
+    scap = long_row_plan(r.L, r.k, o.prefix_min_row)[1]
+    return bool(scap) and bool(_cluster_plan(handle, r.B, r.L, r.k, scap, nsms, None, None, o.lds_budget,
+                                             o.threads, o.bits, dev))
+
+
+def _split_choice(handle, split_kernel, dev, r: _Shape, o: TopkOptions, scap: int) -> tuple[int, int]:
+    """(blocks per row, cluster size or 0) of a plan; see ``topk``'s docstring."""
     if not (r.B and scap):
-        if r.cluster and r.B:
+        if o.cluster and r.B:
             raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
-                            f"L={r.L} < prefix_min_row={r.prefix_min_row} or < 16k); leave cluster unset")
+                            f"L={r.L} < prefix_min_row={o.prefix_min_row} or < 16k); leave cluster unset")
         return 1, 0
-    nsms = _NUM_SMS.get(str(dev))
-    if nsms is None:
-        nsms = _NUM_SMS[str(dev)] = torch.cuda.get_device_properties(dev).multi_processor_count
-    ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, r.split, r.cluster, r.lds_budget, r.threads,
-                             r.bits, dev)
+    nsms = _num_sms(dev)
+    ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, o.split, o.cluster, o.lds_budget, o.threads,
+                             o.bits, dev)
     if ncluster:
         return ncluster, ncluster
     per_sm = 2
-    if r.split is None and r.B < nsms:
-        skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
-                                                                            r.bits, dev)
-        per_sm = skern.info.get("blocks_per_sm")     # the driver's answer, asked once per kernel
-        if per_sm is None:
-            nthreads = int(handle.defines.get("TOPK_THREADS", r.threads))
-            per_sm = skern.info["blocks_per_sm"] = rtc.occupancy_query(skern, nthreads, 0) or 2
-    return split_plan(r.B, r.L, scap, nsms, r.split, per_sm), 0
+    if o.split is None and r.B < nsms:
+        skern = split_kernel if split_kernel is not None else _split_handle(handle, o.lds_budget, o.threads,
+                                                                            o.bits, dev)
+        nthreads = int(handle.defines.get("TOPK_THREADS", o.threads))
+        per_sm = _blocks_per_sm(skern, nthreads, 0, 2)    # the driver's answer, asked once per kernel
+    return split_plan(r.B, r.L, scap, nsms, o.split, per_sm), 0
 
 
-def _make_plan(handle, split_kernel, dev, r: _PlanKey) -> LaunchPlan:
-    import torch
-
+def _launches(handle, split_kernel, dev, r: _Shape, o: TopkOptions):
+    """(launches, nsplit, ncluster, scratch ints, workspace ints, capacity, resident blocks a row)."""
     from occtune.build.rtc import ArgPack, Ptr
 
-    prefix, scap = long_row_plan(r.L, r.k, r.prefix_min_row)
-    nsplit, ncluster = _split_choice(handle, split_kernel, dev, r, scap)
-    nthreads = int(handle.defines.get("TOPK_THREADS", r.threads))
-    # arguments every kernel takes first (rows), then those of the two that write the output
+    nthreads = int(handle.defines.get("TOPK_THREADS", o.threads))
+    smem = int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", o.lds_budget))
+    # arguments every kernel takes first (rows), then those of the kernels that write the output
     row = [Ptr(SCORES), r.stride, r.L, Ptr(LENGTHS), int(r.has_len), Ptr(STARTS), int(r.has_starts), r.k]
-    outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, r.page_bits, Ptr(BINS)]
-    launches, scratch_numel, kept_numel = [], 0, 0
-    if r.B:
-        scratch_numel = r.B * 2 * scap     # the long-row list (cluster: its blocks' spill regions)
-    if r.B and ncluster:
-        ck = _cluster_kernel(handle, ncluster, r.B, r.L, r.lds_budget, r.threads, r.bits, dev)
-        launches.append((ck, r.B * ncluster, nthreads, ck.dynamic_smem,
-                         ArgPack([*row, *outa, scap, prefix, Ptr(SCRATCH)])))
-    elif r.B:
-        if nsplit > 1:
-            skern = split_kernel if split_kernel is not None else _split_handle(handle, r.lds_budget, r.threads,
-                                                                                r.bits, dev)
-            kept_numel = r.B * split_record_ints(handle.defines.get("TOPK_COARSE_BITS", r.bits))
-            launches.append((skern, r.B * nsplit, nthreads, skern.dynamic_smem,
-                             ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), nsplit])))
-        launches.append((handle, r.B, nthreads, handle.dynamic_smem,
-                         ArgPack([*row, *outa, Ptr(SCRATCH), scap, prefix, Ptr(KEPT), int(nsplit > 1)])))
-    cap = candidate_entries(int(handle.defines.get("SGL_TOPK_DYNAMIC_SMEM_BYTES", r.lds_budget)))
+    outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, o.page_bits, Ptr(BINS)]
+    res = _resident_choice(handle, dev, r, o)
+    if res is not None:
+        rk = _resident_handle(handle, o.lds_budget, o.threads, o.bits, dev)
+        pack = ArgPack([*row, *outa, res.parts, res.cap, res.cand_off, Ptr(WS), res.ws_row])
+        return [(rk, r.B * res.parts, nthreads, rk.dynamic_smem, pack)], 1, 0, 0, r.B * res.ws_row, res.cap, res.parts
+    prefix, scap = long_row_plan(r.L, r.k, o.prefix_min_row)
+    nsplit, ncluster = _split_choice(handle, split_kernel, dev, r, o, scap)
+    cap = candidate_entries(smem)
+    if not r.B:
+        return [], nsplit, ncluster, 0, 0, cap, 0
+    scratch = r.B * 2 * scap           # the long-row list (cluster: its blocks' spill regions)
+    if ncluster:
+        ck = _cluster_kernel(handle, ncluster, r.B, r.L, o.lds_budget, o.threads, o.bits, dev)
+        return [(ck, r.B * ncluster, nthreads, ck.dynamic_smem, ArgPack([*row, *outa, scap, prefix, Ptr(SCRATCH)]))], \
+            nsplit, ncluster, scratch, 0, cap, 0
+    launches, ws = [], 0
+    if nsplit > 1:
+        skern = split_kernel if split_kernel is not None else _split_handle(handle, o.lds_budget, o.threads, o.bits, dev)
+        ws = r.B * split_record_ints(handle.defines.get("TOPK_COARSE_BITS", o.bits))
+        launches.append((skern, r.B * nsplit, nthreads, skern.dynamic_smem,
+                         ArgPack([*row, Ptr(SCRATCH), scap, prefix, Ptr(WS), nsplit])))
+    launches.append((handle, r.B, nthreads, handle.dynamic_smem,
+                     ArgPack([*row, *outa, Ptr(SCRATCH), scap, prefix, Ptr(WS), int(nsplit > 1)])))
+    return launches, nsplit, ncluster, scratch, ws, cap, 0
+
+
+def _make_plan(handle, split_kernel, dev, r: _Shape, o: TopkOptions) -> LaunchPlan:
+    import torch
+
+    launches, nsplit, ncluster, scratch, ws, cap, nres = _launches(handle, split_kernel, dev, r, o)
     dummy = torch.empty(1, dtype=torch.int32, device=dev)
     sink = torch.empty((r.B, 2), dtype=torch.int32, device=dev)
     fast = bool(launches) and all(h.launcher != "torch" for h, *_ in launches)
     regs = int(launches[0][0].defines.get("TOPK_CLUSTER_REGS", 0)) if ncluster and launches else 0
-    return LaunchPlan(launches, nsplit, ncluster, scratch_numel, kept_numel, cap, dummy, sink, fast,
-                      keep=(handle, split_kernel), device=dev, cluster_regs=regs,
+    return LaunchPlan(launches, nsplit, ncluster, scratch, ws, cap, dummy, sink, fast,
+                      keep=(handle, split_kernel), device=dev, cluster_regs=regs, nresident=nres,
                       dummy_ptr=dummy.data_ptr(), sink_ptr=sink.data_ptr(), out_like=dummy.expand(r.B, int(r.k)))
 
 
-def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, lds_budget: int | None = None,
-             threads: int | None = None, bits: int | None = None, page_table=None, page_bits: int = 0, offsets=None,
-             kernel=None, prefix_min_row: int = PREFIX_MIN_ROW, split=None, split_kernel=None,
-             cluster=None) -> LaunchPlan:
+def plan_for(scores, k: int = 2048, lengths=None, row_starts=None, *, options: TopkOptions | None = None,
+             page_table=None, offsets=None, kernel=None, split_kernel=None, **config) -> LaunchPlan:
     """The plan ``topk`` uses for these arguments (built now if there is none yet): its launches,
-    split and cluster choice; for tests, benchmarks and diagnostics. Launches nothing."""
-    return _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits, offsets,
-                    kernel, prefix_min_row, split, split_kernel, cluster)[0]
+    path and buffers; for tests, benchmarks and diagnostics. Launches nothing."""
+    return _plan_of(scores, k, lengths, row_starts, options, config, page_table, offsets, kernel, split_kernel)[0]
 
 
-def _plan_of(scores, k, lengths, row_starts, lds_budget, threads, bits, page_table, page_bits, offsets, kernel,
-             prefix_min_row, split, split_kernel, cluster):
+def _plan_of(scores, k, lengths, row_starts, options, config, page_table, offsets, kernel, split_kernel):
     """(plan, transform table or None) of one call, after checking its arguments. A plain call
     (no lengths, row starts or table) whose raw arguments were seen before takes its plan from
     ``_calls()`` without re-checking them: the serving path's host time."""
     plain = lengths is None and row_starts is None and page_table is None and offsets is None
-    ckey = _call_key(scores, k, (kernel, split_kernel, page_bits, prefix_min_row, split, cluster, lds_budget,
-                                 threads, bits)) if plain else None
+    ckey = _call_key(scores, k, (id(kernel), id(split_kernel)), options, config) if plain else None
     plan, ckey = _known_plan(ckey)
     if plan is not None:
         return plan, None
+    o = options_of(options, config)
     _check_args(scores, k, lengths, row_starts)
-    if None in (lds_budget, threads, bits):          # unset: this workload's tuned config, else the default
+    if None in (o.lds_budget, o.threads, o.bits):      # unset: this workload's tuned config, else the default
         tuned = _tuned(*scores.shape, k, scores.device) if kernel is None else {}
-        lds_budget, threads, bits = (tuned.get(name, d) if v is None else v for v, name, d in (
-            (lds_budget, "lds_budget", DEFAULT_BUDGET), (threads, "threads", 512), (bits, "bits", 8)))
+        o = o.with_config(*(tuned.get(name, d) if v is None else v for v, name, d in (
+            (o.lds_budget, "lds_budget", DEFAULT_BUDGET), (o.threads, "threads", 512), (o.bits, "bits", 8))))
     B, L = scores.shape
     dev = scores.device
-    handle = kernel if kernel is not None else build(lds_budget, threads, bits, dev)
+    handle = kernel if kernel is not None else build(o.lds_budget, o.threads, o.bits, dev)
     mode, table, tstride = (0, None, 0) if page_table is None and offsets is None else \
-        _table_args(page_table, page_bits, offsets, B, L)
-    key = (id(handle), id(split_kernel), dev, B, L, scores.stride(0), k, lengths is not None,
-           row_starts is not None, mode, tstride, page_bits, prefix_min_row, split, cluster, lds_budget,
-           threads, bits)
+        _table_args(page_table, o.page_bits, offsets, B, L)
+    shape = _Shape(B, L, scores.stride(0), k, lengths is not None, row_starts is not None, mode, tstride)
+    key = (id(handle), id(split_kernel), dev, shape, o)
     plans = _plans()
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = _make_plan(handle, split_kernel, dev, _PlanKey(*key[3:]))
+        plan = plans[key] = _make_plan(handle, split_kernel, dev, shape, o)
     if ckey is not None:
         _calls()[ckey] = plan
     return plan, table

@@ -130,3 +130,28 @@ def entries_needed(sweep: TopkSweep, bits: int) -> int:
 def budget_bytes_for(entries: int, bytes_per_entry: int) -> int:
     """The smallest budget holding ``entries``, rounded up to 1 KiB."""
     return math.ceil(entries * bytes_per_entry / 1024) * 1024
+
+
+# Row lengths the resident columns report (the decode regime's: 8K to 1M scores a row).
+RESIDENT_ROWS = (8192, 131072, 1 << 20)
+RESIDENT_PATHS = ("the verdict (occupancy, tie capacity) is the two-pass kernel's (topk_transform_kernel); the "
+                  "resident columns are topk_resident_kernel's (its own compile: slice = the budget); the split "
+                  "and cluster kernels of long rows that do not fit on chip are in neither")
+
+
+def resident_columns(budget: int, units: int, blocks_per_unit: int | None) -> dict:
+    """The budget as the resident slice: scores one block keeps on chip, the longest row one block
+    finishes alone (with RES_MIN_CAP candidates beside it), and per row length of RESIDENT_ROWS how
+    many rows the whole device keeps on chip in one wave (``blocks_per_unit`` resident kernels on
+    each of ``units`` CUs/SMs; None: the resident kernel's resources are unknown)."""
+    from occtune.kernels.topk import policy
+
+    per = policy.resident_slice(budget)
+    one = max(0, (int(budget) - 8 * policy.RES_MIN_CAP) // 4) & ~3
+    cols = {"resident_slice_scores": per, "resident_row_one_block": one,
+            "resident_blocks_per_cu": blocks_per_unit}
+    for L in RESIDENT_ROWS:
+        parts = 1 if L <= one else max(2, -(-L // per)) if per else 0    # policy.resident_parts's least
+        key = f"rows_on_chip_{L // 1024}k" if L < 1 << 20 else f"rows_on_chip_{L >> 20}m"
+        cols[key] = None if blocks_per_unit is None or not parts else units * blocks_per_unit // parts
+    return cols

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from occtune.outputs import provenance
-from occtune.kernels.topk.analysis import TopkSweep
+from occtune.kernels.topk.analysis import RESIDENT_PATHS, TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
 from occtune.engine.options import from_cli, sweep_options, timed_options_given
 from occtune.errors import UserError
@@ -31,7 +31,7 @@ from occtune.output import console
 from occtune.kernels.topk import BITS_RULE, BUDGET_RULE, THREADS_RULE
 from occtune.kernels.topk.profile import CONTEXT_RULE, HEADROOM_RULE, load_topk_profile
 from occtune.outputs.results import out_folder
-from occtune.model.targets import load_target
+from occtune.model.targets import load_target, resolve_target
 from occtune.validate import POSITIVE_INT_LIST, SIZE_LIST, SIZE_VALUE, Value, ValueList
 
 
@@ -49,7 +49,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
         return default if value is None else value
 
     return TopkSweep(budgets=tuple(dict.fromkeys(given(budgets, profile.budgets))),
-                     threads=given(threads, profile.threads), static_lds=given(static_lds, profile.static_lds),
+                     threads=given(threads, profile.threads[0]), static_lds=given(static_lds, profile.static_lds),
                      bytes_per_entry=profile.bytes_per_entry, bits=given(bits, profile.coarse_bits),
                      required_context=given(required_context, profile.required_context),
                      headroom=given(headroom, profile.headroom), max_candidates=max_candidates)
@@ -60,7 +60,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 @click.option("--budgets", type=ValueList(BUDGET_RULE, "32K,40K,48K,128K"),
               help="Dynamic LDS budgets to sweep, e.g. 32K,40K,48K,128K (default: profile).")
 @click.option("--threads", type=ValueList(THREADS_RULE, "512,1024"),
-              help="Threads per block (default: profile, 512); the timed sweep takes a list, e.g. 512,1024.")
+              help="Threads per block (default: the profile's 512,1024; the analytic sweep takes one, the first).")
 @click.option("--static-lds", type=SIZE_VALUE, help="Static LDS per block (default: the compiled kernel's; the "
                                                     "profile's 7 KiB estimate without a compiler).")
 @click.option("--bits", type=Value(BITS_RULE), help="Coarse-key width: 8 or 12 (default: profile).")
@@ -92,7 +92,9 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     target = load_target(target_name)
     profile = load_topk_profile(profile_path)
     nbits = bits or profile.coarse_bits
-    threads_list = list(dict.fromkeys(threads or [profile.threads]))      # order kept, repeats dropped
+    threads_list = list(dict.fromkeys(threads or profile.threads))      # order kept, repeats dropped
+    if not threads and (analytic or not resolve_target(target.name)[1]):
+        threads_list = threads_list[:1]     # the analytic verdict compares budgets at one block size
     max_cand, stats = None, None
     if scores:
         stats = _measured_stats(scores, nbits, profile.k)
@@ -165,6 +167,7 @@ def _assumptions(target, sweep, rows, scores) -> dict:
         "analytic": True,
         "threads": sweep.threads,
         "kernel": "topk_transform_kernel (the split and cluster kernels of long rows are not in the verdict)",
+        "paths": RESIDENT_PATHS,
         "resources_source": sources[0] if len(sources) == 1 else sources,
         "resources_assumed": any(src.startswith("assumed") for src in sources),
         "static_lds_bytes": cap.get("static_lds_bytes", sweep.static_lds),
@@ -242,6 +245,23 @@ def _row_settings(fam, rows):
                    bits=int(bits.pop()) if len(bits) == 1 else s.bits)
 
 
+def _print_resident(target, rows) -> None:
+    """The budget as the resident slice (analysis.resident_columns), one row per budget: scores a
+    block keeps, the longest row one block finishes, the resident kernel's blocks per CU/SM (its own
+    compile) and the rows of 8K/128K/1M the device keeps on chip."""
+    def n(v):
+        return "?" if v is None else f"{v:,}"
+    unit = "CU" if target.is_amd else "SM"
+    table = Table(title="the budget as the resident slice (topk_resident_kernel)", title_justify="left")
+    for c in ("budget", "slice", "one-block row", f"blocks/{unit}", "rows on chip 8K/128K/1M"):
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(f"{r['config']['lds_budget'] // 1024} KiB", n(r.get("resident_slice_scores")),
+                      n(r.get("resident_row_one_block")), n(r.get("resident_blocks_per_cu")),
+                      "/".join(n(r.get(f"rows_on_chip_{s}")) for s in ("8k", "128k", "1m")))
+    console.print(table)
+
+
 def _print_table(target, sweep, result, view, path, notes) -> None:
     from occtune.outputs.display import analytic_rest, top
 
@@ -275,6 +295,8 @@ def _print_table(target, sweep, result, view, path, notes) -> None:
     console.print(table)
     if rest:
         console.print(analytic_rest(rest))
+    _print_resident(target, shown)
+    console.print(f"paths: {notes['paths']}")
     _print_resources(target, rows, notes)
     _print_capacity(sweep, notes)
     if winner is not None:

@@ -43,7 +43,7 @@ class TopkFamily(Family):
         if None in (budgets, threads, bits):
             prof = self.profile
             budgets = prof.budgets if budgets is None else budgets
-            threads = (prof.threads,) if threads is None else threads
+            threads = prof.threads if threads is None else threads
             bits = (prof.coarse_bits,) if bits is None else bits
         self._axes = {"lds_budget": list(budgets), "threads": list(threads), "bits": list(bits)}
         self.k = int(k)
@@ -101,24 +101,33 @@ class TopkFamily(Family):
         return tk.build(config["lds_budget"], config["threads"], config["bits"], device)
 
     def warm(self, built, workload, device):
-        """Compile the derived kernels (split main pass, cluster kernel) that ``tk.topk`` picks
-        for this workload's shape and for its adversarial sets (at most 8 rows), without running:
-        the launcher's own planning, so the same kernels and the same driver answers are cached
-        (``occtune.build.rtc`` compiles a kernel once however many build threads ask for it)."""
+        """Compile the derived kernels (resident kernel, split main pass, cluster kernel) that
+        ``tk.topk`` picks for this workload's shape and for its adversarial sets (at most 8 rows),
+        without running: the launcher's own planning, so the same kernels and the same driver
+        answers are cached (``occtune.build.rtc`` compiles a kernel once however many build threads ask
+        for it)."""
         import torch
+
+        from occtune.kernels.topk.options import TopkOptions
 
         L, k = int(workload["L"]), int(workload.get("K", self.k))
         _, scap = tk.long_row_plan(L, k)
-        if not scap or not torch.cuda.is_available():
+        if not torch.cuda.is_available():
             return
         dev = torch.device(device)
         dev = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
         nsms = torch.cuda.get_device_properties(dev).multi_processor_count
         b, t, bits = built.defines["SGL_TOPK_DYNAMIC_SMEM_BYTES"], built.defines["TOPK_THREADS"], \
             built.defines["TOPK_COARSE_BITS"]
+        opts = TopkOptions().with_config(b, t, bits)
 
         def plan(B):
             torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
+            if tk._resident_choice(built, dev, tk._Shape(B, L, L, k, False, False, 0, 0), opts) is not None:
+                tk._resident_handle(built, b, t, bits, dev)
+                return
+            if not scap:
+                return
             S = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
             if S:
                 tk._cluster_kernel(built, S, B, L, b, t, bits, dev)    # the register build, where it applies
@@ -203,10 +212,12 @@ class TopkFamily(Family):
         return (os.cpu_count() or 1) if target.is_amd else 1
 
     def analytic_columns(self, config, target):
-        from occtune.kernels.topk.analysis import capacity_columns
+        from occtune.kernels.topk.analysis import capacity_columns, resident_columns
 
         budget, bits = int(config["lds_budget"]), int(config["bits"])
-        out = capacity_columns(self.sweep(), budget, bits)
+        units = target.compute_units if target.is_amd else target.sms
+        out = {**capacity_columns(self.sweep(), budget, bits),
+               **resident_columns(budget, units, self._resident_blocks(config, target))}
         stats = self.scores_stats()
         if stats is not None:       # the measured bound: how many of the file's rows overflow this budget
             out.update(rows_overflowing=int(stats.overflow_rows(bits, budget, self.settings().bytes_per_entry)),
@@ -222,6 +233,23 @@ class TopkFamily(Family):
         from .cli import require_every_budget
 
         require_every_budget(result, target)
+
+    def _resident_blocks(self, config, target) -> int | None:
+        """Blocks of the resident kernel per CU/SM on ``target``: its own compile's resources, the
+        budget as its dynamic LDS; None where no compiler builds for the target."""
+        from occtune.build import compiled
+        from occtune.model.occupancy import Resources, occupancy
+
+        probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
+        threads = int(config["threads"])
+        try:
+            r = probe(tk.read_source(), tk.RESIDENT_KERNEL_NAME, {**self.macros(config), "TOPK_RESIDENT": 1},
+                      target.name, threads=threads, name=tk.SOURCE_PATH.name)
+        except (compiled.NoCompilerError, compiled.CompileError):
+            return None
+        occ = occupancy(target, Resources(threads=threads, static_lds=r.static_lds, dynamic_lds=int(config["lds_budget"]),
+                                          vgprs=r.vgprs, agprs=r.agprs, sgprs=r.sgprs, regs=r.regs))
+        return occ.blocks_per_cu if occ.fits else 0
 
     def select_analytic(self, rows, target):
         from .cli import select_analytic

@@ -19,7 +19,7 @@ class TopkProfile:
     family: str = spec(Rule(str, choices=("topk",)))
     description: str = spec(Rule(str))
     k: int = spec(K_RULE)
-    threads: int = spec(THREADS_RULE)
+    threads: tuple[int, ...] = spec(Rule(list, items=THREADS_RULE))   # the analytic sweep takes the first
     budgets: tuple[int, ...] = spec(Rule(list, items=BUDGET_RULE))
     coarse_bits: int = spec(BITS_RULE)
     static_lds: int = spec(Rule(SIZE))
@@ -33,6 +33,8 @@ class TopkProfile:
 def load_topk_profile(path: str | Path | None = None) -> TopkProfile:
     path = Path(path) if path else Path(__file__).with_name("profile.yaml")
     profile = load(TopkProfile, read_yaml(path, "profile"), str(path), path=str(path))
-    if not profile.budgets:
-        raise UserError(f"{path}: key 'budgets' must list at least one budget")
-    return replace(profile, budgets=tuple(profile.budgets), headroom=float(profile.headroom))
+    for key in ("budgets", "threads"):
+        if not getattr(profile, key):
+            raise UserError(f"{path}: key {key!r} must list at least one value")
+    return replace(profile, budgets=tuple(profile.budgets), threads=tuple(profile.threads),
+                   headroom=float(profile.headroom))

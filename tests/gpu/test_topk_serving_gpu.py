@@ -21,8 +21,9 @@ from occtune.kernels import topk as tk  # noqa: E402
 from occtune.kernels.topk import reference as ref  # noqa: E402
 
 K = 2048
-# (1, 8K), (64, 8K): one block per row; (8, 128K), (64, 128K): cluster on sm_90+ (split kernel
-# elsewhere); (2, 1M): the split kernel (more blocks per row than a cluster holds)
+# (1, 8K), (64, 8K): one block per row (two passes); (2, 1M): the resident kernel, each row over
+# several blocks (its workspace; a captured call its own); (8, 128K), (64, 128K): cluster on sm_90+
+# (elsewhere: the resident kernel and the split kernel)
 SHAPES = [(1, 8192), (64, 8192), (8, 131072), (64, 131072), (2, 1 << 20)]
 CHECK_ROWS = 4
 
