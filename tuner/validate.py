@@ -183,7 +183,7 @@ def load(cls, data, where: str, **extra):
     """
     fields = _schema_fields(cls)
     if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping with keys {', '.join(fields)}, got {type(data).__name__}")
+        raise UserError(f"{where}: {not_a_mapping(data)}; expected a mapping with keys {', '.join(fields)}")
     for key in data:
         if key not in fields:
             raise UserError(f"{where}: unknown key {_show(key)} (allowed: {', '.join(fields)})")
@@ -195,6 +195,17 @@ def load(cls, data, where: str, **extra):
             continue
         values[name] = f.metadata["rule"].check(data[name], f"{where}: key '{name}'")
     return cls(**values, **extra)
+
+
+def not_a_mapping(data) -> str:
+    """What a file's contents are, said to someone who expected ``key: value`` lines."""
+    if data is None:
+        return "the file is empty"
+    if isinstance(data, str):
+        return f"it reads as plain text ({_show(data)}), not as YAML keys"
+    if isinstance(data, list):
+        return f"it holds a list of {len(data)} item(s), not keys"
+    return f"it holds one value ({_show(data)}), not keys"
 
 
 def check_keys(data, rules: dict[str, Rule], where: str, key: str, *, required: bool = True,
