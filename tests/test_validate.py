@@ -321,3 +321,58 @@ def test_every_flipped_byte_of_a_score_file_is_read_or_refused(tmp_path, suffix)
         except UserError:
             refused += 1
     assert refused > 0
+
+
+# ----------------------------------------------------------------------------- issue 31, items 6 and 7
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["occupancy", "--target", "gfx950"], "Missing option '--threads'; run 'tune occupancy --help'"),
+    (["topk", "--target", "gfx950", "--all-targets"], "No such option '--all-targets'"),
+    (["occupancy", "--target", "gfx950", "--threads", "x"], "; run 'tune occupancy --help'"),
+])
+def test_click_errors_are_one_clause_then_the_hint(capsys, args, fragment):
+    err = check_user_error(run_main(capsys, *args), fragment)
+    assert ".;" not in err
+
+
+@pytest.mark.parametrize("name, meant", [("ＧＦＸ９５０", "gfx950"), ("GFX942", "gfx942"), ("Sm_90", "sm_90"),
+                                         ("gfx95", "gfx950")])
+def test_a_target_name_typed_another_way_is_named_with_a_separator(capsys, name, meant):
+    err = check_user_error(run_main(capsys, "occupancy", "--target", name, "--threads", "64"),
+                           f"unknown target {name!r}; known targets: ", f"did you mean {meant}?")
+    assert "' Known" not in err
+
+
+@pytest.mark.parametrize("name, text, fragment", [
+    ("empty.yaml", "", "the file is empty; expected a mapping with keys schema, family"),
+    ("blank.yaml", "\n# nothing\n", "the file is empty"),
+    ("list.yaml", "- 1\n- 2\n", "a list of 2 item(s)"),
+    ("bench.csv", "config,median_us\n1,2\n", "a CSV, not a results file"),
+    ("text.yaml", "config,median_us\n1,2\n", "plain text ('config,median_us 1,2')"),
+])
+def test_a_results_file_that_is_not_a_mapping_says_what_it_is(capsys, tmp_path, name, text, fragment):
+    path = tmp_path / name
+    path.write_text(text)
+    err = check_user_error(run_main(capsys, "export", path), str(path), fragment)
+    assert "NoneType" not in err and "got str" not in err
+    if path.suffix == ".yaml":
+        check_user_error(run_main(capsys, "report", path, "--out", tmp_path / "r"), fragment)
+
+
+def test_export_refuses_results_of_an_unknown_target(capsys, tmp_path):
+    path = _results(capsys, tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["target"] = "gfx9999"
+    (tmp_path / "gfx9999").mkdir()
+    bad = tmp_path / "gfx9999" / "topk.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    for fmt in ("header", "flags", "json", "triton"):
+        check_user_error(run_main(capsys, "export", bad, "--format", fmt), str(bad), "unknown target 'gfx9999'",
+                         "known targets: ")
+
+
+def test_export_target_and_all_targets_exclude_each_other(capsys, tmp_path):
+    path = _results(capsys, tmp_path)
+    check_user_error(run_main(capsys, "export", path, "--target", "gfx950", "--all-targets"),
+                     "--target gfx950", "--all-targets", "give one")

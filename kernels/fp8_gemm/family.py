@@ -135,6 +135,15 @@ class Fp8GemmFamily(Family):
                              for b in range(len(self.profile.buckets))]
         self.init_kwargs = {"workloads": self._workloads, "target": self.target, "backends": self.backends,
                             "profile": profile, "triton_configs": list(triton_configs or [])}
+        self._backends_given = list(backends) if backends else None
+
+    def for_target(self, target) -> "Fp8GemmFamily":
+        """The family on ``target``: its AMD-only axes, fp8 type and vendor backends (the
+        backends given to this one, else the profile's of that vendor)."""
+        name = getattr(target, "name", target)
+        if name == self.target:
+            return self
+        return Fp8GemmFamily(**{**self.init_kwargs, "target": name, "backends": self._backends_given})
 
     # --- the space -------------------------------------------------------------------------
     def axes(self) -> dict[str, list]:

@@ -20,18 +20,22 @@ from occtune.model.targets import load_target
 from occtune.units import parse_size
 
 
-def parse_sets(family, sets: tuple[str, ...]) -> dict:
+def parse_sets(family, sets: tuple[str, ...], others: tuple = ()) -> dict:
     """The family's baseline config with ``axis=value`` overrides; each value typed like the axis's
-    default values (integers accept sizes: ``lds_budget=48K``)."""
+    default values (integers accept sizes: ``lds_budget=48K``). An axis that only ``others`` (the
+    family on the other targets asked for) have is left out here."""
     axes = family.axes()
+    known = dict.fromkeys([*axes, *(a for f in others for a in f.axes())])
     config = dict(family.baseline_config())
     for item in sets:
         axis, sep, text = item.partition("=")
         axis, text = axis.strip(), text.strip()
         if not sep or not axis or not text:
             raise UserError(f"--set {item!r}: write AXIS=VALUE, e.g. --set {next(iter(axes), 'axis')}=...")
+        if axis not in known:
+            raise UserError(f"--set {item}: {family.name} has no axis {axis!r}; axes: {', '.join(known)}")
         if axis not in axes:
-            raise UserError(f"--set {item}: {family.name} has no axis {axis!r}; axes: {', '.join(axes)}")
+            continue
         values = axes[axis] or [config.get(axis)]
         if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             config[axis] = parse_size(text, f"--set {axis}")
@@ -63,17 +67,25 @@ def analyze_one(family, config: dict, target) -> dict:
 def command(family_name, sets, targets, as_json):
     """One config's resources, limits and occupancy on several targets, side by side (no GPU)."""
     family = get_family(family_name)
-    config = parse_sets(family, sets)
     names = list(dict.fromkeys(t.strip() for t in targets.split(",") if t.strip()))
     if not names:
         raise UserError("--target: give at least one target, e.g. --target gfx950,sm_90")
     tgts = [load_target(n) for n in names]
-    columns = [analyze_one(family, config, t) for t in tgts]
+    fams = [family.for_target(t) for t in tgts]       # a family's axes may differ per target
+    configs = [parse_sets(f, sets, tuple(fams)) for f in fams]
+    columns = [analyze_one(f, c, t) for f, c, t in zip(fams, configs, tgts)]
+    config = shared_config(configs)
     if as_json:
         emit_json({"family": family.name, "config": config, "analytic": True, "timed": False,
                    "targets": {c["target"]: c for c in columns}})
         return
     _print(family, config, tgts, columns)
+
+
+def shared_config(configs: list[dict]) -> dict:
+    """The keys and values every target's config has alike (all of it where the axes do not
+    differ per target); each column holds its whole config."""
+    return {k: v for k, v in configs[0].items() if all(k in c and c[k] == v for c in configs[1:])}
 
 
 _COMMON = [("threads", "threads"), ("static LDS B", "static_lds_bytes"), ("dynamic LDS B", "dynamic_lds_bytes"),
@@ -111,6 +123,8 @@ def _print(family, config, tgts, columns) -> None:
     for tg in tgts:
         t.add_column(tg.name, justify="right")
     ok = [c for c in columns if not c.get("error")]
+    for k in dict.fromkeys(k for c in columns for k in c["config"] if k not in config):
+        t.add_row(k, *[_cell(c["config"].get(k)) for c in columns])
     t.add_row("compiled by", *[_short_source(c) for c in columns])
     t.add_row("VGPR/AGPR/SGPR | regs", *[_registers(c, tg) if not c.get("error") else "-"
                                                 for c, tg in zip(columns, tgts)])

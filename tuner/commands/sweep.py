@@ -111,13 +111,17 @@ def command(family_name, list_only, target_name, analytic, device, sets, workloa
     if not family_name:
         raise UserError("name a family, e.g. 'tune sweep rope --target gfx950'; 'tune sweep --list' names them")
     from occtune.engine.registry import get_family
+    from occtune.model.targets import resolve_target
     from occtune.pipeline import SweepRequest, run_request
 
     run, timing = from_cli(opts)
-    family = get_family(family_name)
-    cfgs, wls = space(family, sets), workloads(family, workload_items)
     if device and (target_name or analytic):
         raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
+    family = get_family(family_name)
+    if not device:           # the family's space on this target (its --set axes may differ per target)
+        target = resolve_target(target_name)[0]
+        family, target_name = family.for_target(target), target.name
+    cfgs, wls = space(family, sets), workloads(family, workload_items)
     req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
                        configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
                        out_dir=out_dir, write=not no_write, force=force, as_json=as_json, run=run, timing=timing,

@@ -52,6 +52,13 @@ class Family:
         """Parameter axes and the values swept by default, e.g. {"BLOCK_M": [8, 16, 32]}."""
         raise NotImplementedError
 
+    def for_target(self, target: Any) -> "Family":
+        """This family with its space for ``target`` (an :class:`occtune.model.targets.Target`):
+        a family whose axes, baseline or configs differ per target (fp8_gemm's AMD-only axes)
+        returns an instance made for it; the default is the family itself. The generic verbs
+        (tune sweep, analyze, export) call it before they read the space or the macros."""
+        return self
+
     def baseline_config(self) -> Config:
         """The config users would otherwise run (the untuned default): speed-ups are against it."""
         raise NotImplementedError
