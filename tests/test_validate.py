@@ -376,3 +376,63 @@ def test_export_target_and_all_targets_exclude_each_other(capsys, tmp_path):
     path = _results(capsys, tmp_path)
     check_user_error(run_main(capsys, "export", path, "--target", "gfx950", "--all-targets"),
                      "--target gfx950", "--all-targets", "give one")
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """Any compile fails the test at once: these inputs must be refused before one."""
+    from occtune.build import compiled
+    from occtune.kernels.rope import resources as rope_resources
+
+    def compile_called(*args, **kwargs):
+        raise AssertionError("compiled, but the input should have been refused first")
+
+    for mod, name in ((compiled, "triton_resources"), (rope_resources, "triton_resources"),
+                      (compiled, "hip_resources"), (compiled, "cuda_resources")):
+        monkeypatch.setattr(mod, name, compile_called)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["sweep", "topk", "--target", "gfx950", "--workload", "B=abc"], "--workload B must be a positive integer, got 'abc'"),
+    (["sweep", "topk", "--target", "gfx950", "--workload", "B=-5"], "--workload B must be a positive integer, got -5"),
+    (["sweep", "topk", "--target", "gfx950", "--workload", "L=1024G", "--workload", "B=256"], "more than any GPU holds"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "dtype=bf32"], "--workload dtype must be one of bf16"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "Q=1"], "rope has no workload key 'Q'"),
+    (["rope", "--target", "gfx950", "--shape", "99999999999,99999,99998"], "D must be an even rope dim in 2..4096"),
+    (["rope", "--target", "gfx950", "--shape", "8192,128,99998"], "got 99998"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "D=99998"], "D must be an even rope dim in 2..4096"),
+    (["fp8-gemm", "--target", "gfx950", "--shapes", "99999999999,99999999999"], "more than any GPU holds (1 TiB)"),
+])
+def test_doubtful_workloads_are_refused_before_any_compile(capsys, tmp_path, no_compile, args, fragment):
+    check_user_error(run_main(capsys, *args, "--out", tmp_path), fragment)
+    assert _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["analyze", "sweep"])
+@pytest.mark.parametrize("family, item, fragment", [
+    ("topk", "threads=-64", "--set threads must be an integer in 64..1024, a multiple of 64, got -64"),
+    ("topk", "threads=abc", "--set threads must be an integer in 64..1024, a multiple of 64, got 'abc'"),
+    ("topk", "lds_budget=4Q", "--set lds_budget must be a byte size >= 64"),
+    ("fp8_gemm", "BLOCK_M=-1", "--set BLOCK_M must be one of 16, 32, 64, 128, 256, got -1"),
+    ("rope", "variant=diagonal", "--set variant must be one of token, batched"),
+])
+def test_set_values_are_checked_by_the_axis_rule(capsys, no_compile, verb, family, item, fragment):
+    err = check_user_error(run_main(capsys, verb, family, "--target", "sm_90", "--set", item,
+                                    *(["--no-write"] if verb == "sweep" else [])), fragment)
+    assert "byte size" not in err or "lds_budget" in item
+
+
+def test_a_family_that_declares_no_rules_gets_rules_like_its_defaults():
+    """A family package of someone else's declares axes and workloads only: --set and --workload
+    values are checked like the defaults (integers, bools, words), workload integers positive."""
+    from doubles import AxpyFamily
+    from occtune.validate import assignments
+
+    fam = AxpyFamily()
+    axes, workload = fam.axis_rules(), fam.workload_rules()
+    assert assignments(("BLOCK=16,32K",), axes, "--set", "toy") == {"BLOCK": [16, 32768]}
+    with pytest.raises(UserError, match=r"--set BLOCK must be an integer >= 0, got 'x16'"):
+        assignments(("BLOCK=x16",), axes, "--set", "toy")
+    key = next(iter(fam.workloads()[0]))
+    with pytest.raises(UserError, match=rf"--workload {key} must be a positive integer, got 0"):
+        assignments((f"{key}=0",), workload, "--workload", "toy", "workload key")

@@ -283,6 +283,70 @@ def _from_text(value, kind):
     return text
 
 
+def typed_value(text: str, kind=object):
+    """One value as typed on the command line (``--set BLOCK_M=16``), as ``kind`` reads it: true
+    or false for bool, an integer (sizes like 40K allowed) for int, a number for float; text the
+    kind cannot read is left as it is, for the rule to reject. ``object`` (a kind nobody
+    declared): a bool, an integer, a size, a number or a word, whichever the text is."""
+    t = str(text).strip()
+    if kind is bool or (kind is object and t.lower() in ("true", "false")):
+        return {"true": True, "false": False}.get(t.lower(), t)
+    if kind in (int, float, object):
+        try:
+            return int(t) if kind is not float else float(t)
+        except ValueError:
+            pass
+        if t[:1].isdigit():
+            try:
+                return parse_size(t, "value")
+            except UserError:
+                pass
+        if kind is not int:
+            try:
+                return float(t)
+            except ValueError:
+                pass
+    return t
+
+
+def rule_like(values, ints: Rule = NON_NEGATIVE) -> Rule:
+    """The rule of a value like ``values`` (a family's default values of one axis or workload
+    key), for families that declare none: true or false, an integer (``ints``), a finite number,
+    or a plain word."""
+    vals = [v for v in values if v is not None]
+    if vals and all(isinstance(v, bool) for v in vals):
+        return Rule(bool)
+    if vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return ints
+    if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return Rule(float)
+    if vals and all(isinstance(v, str) for v in vals):
+        return NAME
+    return Rule()
+
+
+def assignments(items: tuple[str, ...], rules: dict[str, Rule], option: str, owner: str,
+                noun: str = "axis") -> dict[str, list]:
+    """``("BLOCK_M=16,32", ...)`` given to ``option`` (``--set``) -> ``{"BLOCK_M": [16, 32]}``:
+    each name one of ``rules`` (the ``noun``s of ``owner``, e.g. the axes of topk), each value
+    typed and checked by its rule; a one-line UserError otherwise."""
+    out: dict[str, list] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        texts = [v.strip() for v in values.split(",")]
+        if not sep or not name or not all(texts):
+            word = "AXIS" if noun == "axis" else "KEY"
+            raise UserError(f"{option} {item!r}: write {word}=VALUE, e.g. {option} "
+                            f"{next(iter(rules), 'x')}=...")
+        if name not in rules:
+            plural = "axes" if noun == "axis" else f"{noun}s"
+            raise UserError(f"{option} {item}: {owner} has no {noun} {name!r}; {plural}: {', '.join(rules) or 'none'}")
+        rule = rules[name]
+        out[name] = list(dict.fromkeys(rule.check(typed_value(t, rule.kind), f"{option} {name}") for t in texts))
+    return out
+
+
 def finite(lo: float | None = None, *, above: float | None = None) -> Value:
     return Value(Rule(float, min=lo, above=above))
 

@@ -95,6 +95,10 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, e
     target, local = resolve_target(target_name, "the analytic table of cross-compiled resources and occupancy")
     fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(backends, target.vendor),
                         triton_configs=parse_triton(triton_text, target.name))
+    from occtune.engine.family import check_workload
+
+    for w in fam.workloads():
+        check_workload(fam, w, "--shapes/--m")
     if analytic or not local:
         if export_dir:
             raise UserError("--export needs timed results: run tune fp8-gemm on a GPU of the target")

@@ -164,6 +164,19 @@ class Fp8GemmFamily(Family):
     def workloads(self) -> list[dict]:
         return [dict(w) for w in self._workloads]
 
+    def axis_rules(self) -> dict:
+        from occtune.validate import Rule
+
+        from .config import ALLOWED
+
+        return {"backend": Rule(str, choices=tuple(self.backends)),
+                **{k: Rule(int, choices=ALLOWED[k]) for k in TRITON_KEYS + amd_keys(self.target)}}
+
+    def workload_rules(self) -> dict:
+        from occtune.validate import POSITIVE
+
+        return {k: POSITIVE for k in ("M", "N", "K")}
+
     def is_valid(self, config: dict, workload: dict) -> tuple[bool, str]:
         from occtune.errors import UserError
 

@@ -18,6 +18,7 @@ from occtune.kernels import topk as tk
 from occtune.kernels.topk import reference as ref
 from occtune.engine.family import CheckResult, Family, Resources, phase
 from occtune.errors import UserError
+from occtune.validate import POSITIVE
 
 K = 2048
 
@@ -54,6 +55,12 @@ class TopkFamily(Family):
     def workloads(self):
         return [{"B": B, "L": L, "K": self.k} for B in (1, 8, 64, 256)
                 for L in (8192, 65536, 131072, 1048576)]
+
+    def axis_rules(self):
+        return {"lds_budget": tk.BUDGET_RULE, "threads": tk.THREADS_RULE, "bits": tk.BITS_RULE}
+
+    def workload_rules(self):
+        return {"B": POSITIVE, "L": POSITIVE, "K": tk.K_RULE}
 
     def is_valid(self, config, workload):
         try:

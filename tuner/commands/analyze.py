@@ -17,31 +17,22 @@ from occtune.engine.registry import get_family
 from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
 from occtune.model.targets import load_target
-from occtune.units import parse_size
+from occtune.validate import assignments
 
 
 def parse_sets(family, sets: tuple[str, ...], others: tuple = ()) -> dict:
-    """The family's baseline config with ``axis=value`` overrides; each value typed like the axis's
-    default values (integers accept sizes: ``lds_budget=48K``). An axis that only ``others`` (the
+    """The family's baseline config with ``axis=value`` overrides, each value checked by the
+    axis's rule (integers accept sizes: ``lds_budget=48K``). An axis that only ``others`` (the
     family on the other targets asked for) have is left out here."""
+    rules = {a: r for f in (family, *others) for a, r in f.axis_rules().items()}
+    rules.update(family.axis_rules())
+    given = assignments(sets, rules, "--set", family.name)
+    many = next((a for a, vs in given.items() if len(vs) > 1), None)
+    if many:
+        raise UserError(f"--set {many}: one value per axis here (tune analyze compares one config); "
+                        "tune sweep takes several")
     axes = family.axes()
-    known = dict.fromkeys([*axes, *(a for f in others for a in f.axes())])
-    config = dict(family.baseline_config())
-    for item in sets:
-        axis, sep, text = item.partition("=")
-        axis, text = axis.strip(), text.strip()
-        if not sep or not axis or not text:
-            raise UserError(f"--set {item!r}: write AXIS=VALUE, e.g. --set {next(iter(axes), 'axis')}=...")
-        if axis not in known:
-            raise UserError(f"--set {item}: {family.name} has no axis {axis!r}; axes: {', '.join(known)}")
-        if axis not in axes:
-            continue
-        values = axes[axis] or [config.get(axis)]
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            config[axis] = parse_size(text, f"--set {axis}")
-        else:
-            config[axis] = text
-    return config
+    return {**family.baseline_config(), **{a: vs[0] for a, vs in given.items() if a in axes}}
 
 
 def analyze_one(family, config: dict, target) -> dict:

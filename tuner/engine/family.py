@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from occtune.engine.phases import phase  # noqa: F401 - for families: with phase("reference"): ...
+from occtune.errors import UserError
 from occtune.model.occupancy import Resources  # noqa: F401 - part of the Family contract
+from occtune.validate import POSITIVE, Rule, rule_like
+
+# No GPU holds this much (the largest memory of a GPU here, MI355X's, is 288 GB): a workload whose
+# tensors need more is a typo, refused before anything is compiled.
+DEVICE_BYTES_LIMIT = 2**40
 
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
 Workload = dict    # e.g. {"B": 64, "L": 131072, "K": 2048}
@@ -31,6 +37,24 @@ def short(d: dict) -> str:
 def key_of(d: dict) -> str:
     """Canonical, order-independent string of a config or workload (cache and dedup key)."""
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def check_workload(family: "Family", workload: Workload, what: str) -> Workload:
+    """``workload`` if every value obeys the family's rule for its key and its tensors fit a GPU
+    (:data:`DEVICE_BYTES_LIMIT`, by ``bytes_moved``); else one UserError line that starts with
+    ``what`` (the option that gave it)."""
+    rules = family.workload_rules()
+    for key, value in workload.items():
+        if key in rules:
+            rules[key].check(value, f"{what}: {key}")
+    try:
+        need = int(family.bytes_moved(workload))
+    except NotImplementedError:
+        return workload
+    if need > DEVICE_BYTES_LIMIT:
+        raise UserError(f"{what}: {short(workload)} moves {need:.3g} B, more than any GPU holds "
+                        f"({DEVICE_BYTES_LIMIT >> 40} TiB); check the sizes")
+    return workload
 
 
 @dataclass
@@ -65,6 +89,17 @@ class Family:
 
     def workloads(self) -> list[Workload]:
         raise NotImplementedError
+
+    def axis_rules(self) -> dict[str, Rule]:
+        """What each axis's value may be (:class:`occtune.validate.Rule`): ``--set`` values are
+        checked by it before anything is built. Default: like the axis's default values."""
+        return {axis: rule_like(values) for axis, values in self.axes().items()}
+
+    def workload_rules(self) -> dict[str, Rule]:
+        """What each workload key's value may be; ``--workload`` values (and a family verb's
+        shapes) are checked by it before anything is built. Default: like the first default
+        workload's values, integers positive (a problem size)."""
+        return {key: rule_like([v], POSITIVE) for key, v in self.workloads()[0].items()}
 
     def is_valid(self, config: Config, workload: Workload) -> tuple[bool, str]:
         """Prune impossible (config, workload) pairs before building. (ok, reason)."""
