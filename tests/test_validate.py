@@ -436,3 +436,16 @@ def test_a_family_that_declares_no_rules_gets_rules_like_its_defaults():
     key = next(iter(fam.workloads()[0]))
     with pytest.raises(UserError, match=rf"--workload {key} must be a positive integer, got 0"):
         assignments((f"{key}=0",), workload, "--workload", "toy", "workload key")
+
+
+@pytest.mark.parametrize("target, threads, fragment", [
+    ("gfx950", "513", "513 threads are not whole waves of 64 on gfx950: the last of 9 waves runs 1 of its 64 lanes"),
+    ("sm_90", "513", "513 threads are not whole warps of 32 on sm_90: the last of 17 warps runs 1"),
+    ("gfx1250", "20", "20 threads are not whole waves of 32 on gfx1250: its one wave runs 20 of its 32 lanes"),
+])
+@pytest.mark.parametrize("as_json", [(), ("--json",)], ids=["table", "json"])
+def test_threads_that_are_not_whole_waves_get_a_warning(capsys, target, threads, fragment, as_json):
+    code, out, err = run_main(capsys, "occupancy", "--target", target, "--threads", threads, *as_json)
+    assert code == 0 and err.startswith("warning: ") and fragment in err and len(err.splitlines()) == 1, err
+    whole = run_main(capsys, "occupancy", "--target", target, "--threads", "512", *as_json)
+    assert whole[0] == 0 and whole[2] == ""
