@@ -3,6 +3,7 @@
 Runs the CLI in this process (clihelp.run_main): no subprocess per case.
 """
 
+import json
 import math
 
 import numpy as np
@@ -449,3 +450,15 @@ def test_threads_that_are_not_whole_waves_get_a_warning(capsys, target, threads,
     assert code == 0 and err.startswith("warning: ") and fragment in err and len(err.splitlines()) == 1, err
     whole = run_main(capsys, "occupancy", "--target", target, "--threads", "512", *as_json)
     assert whole[0] == 0 and whole[2] == ""
+
+
+@pytest.mark.parametrize("length, warned", [(1000, True), (2048, True), (2049, False), (5000, False)])
+def test_topk_scores_no_longer_than_k_are_a_warning(capsys, tmp_path, length, warned):
+    """Rows of at most K scores store no candidate: "needs 0 ... covers yes" is vacuous, so say so."""
+    path = tmp_path / "s.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((4, length)).astype(np.float32))
+    code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--no-write", "--json")
+    assert code == 0, err
+    note = "no row is longer than k=2048"
+    assert (f"warning: {path}: {note} (the longest holds {length} valid scores)" in err) is warned, err
+    assert (note in json.loads(out)["winner"]["explanation"]) is warned

@@ -38,6 +38,8 @@ def _measured_stats(scores: str, bits: int, k: int):
 
     stats = tie_stats_from_file(scores, bits=(bits,), k=k)
     stats.require_finite_data(scores)
+    if stats.short_rows_note():
+        click.echo(f"warning: {scores}: {stats.short_rows_note()}", err=True)
     return stats
 
 
@@ -117,6 +119,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
     rows, winner, why = result.rows, result.winner, result.why
     if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
         why += f"; scores: {stats.nonfinite_note()}"
+    if stats is not None and stats.short_rows_note():
+        why += f"; scores: {stats.short_rows_note()}"
     if stats is not None:
         _add_overflow_counts(rows, stats, sweep.bits, sweep.bytes_per_entry)
     doc = _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
