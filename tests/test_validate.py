@@ -462,3 +462,28 @@ def test_topk_scores_no_longer_than_k_are_a_warning(capsys, tmp_path, length, wa
     note = "no row is longer than k=2048"
     assert (f"warning: {path}: {note} (the longest holds {length} valid scores)" in err) is warned, err
     assert (note in json.loads(out)["winner"]["explanation"]) is warned
+
+
+@pytest.mark.parametrize("target, limit", [("gfx950", "> maximum 163840 B"), ("sm_90", "> maximum 232448 B (opt-in)")])
+def test_a_budget_beyond_the_targets_lds_is_not_compiled_and_says_so(capsys, no_compile, target, limit):
+    """`--budgets 99999999999999999999K` showed clang's error with a temp path; the budget alone
+    exceeds the target's LDS, so it is a no-fit row (no compile) and the run says why."""
+    huge = "99999999999999999999K"
+    err = check_user_error(run_main(capsys, "topk", "--target", target, "--budgets", huge, "--no-write"),
+                           f"{huge[:-1]} KiB excluded: ", limit)
+    assert "clang" not in err and "/tmp" not in err and "compile" not in err
+    check_user_error(run_main(capsys, "sweep", "topk", "--target", target, "--set", f"lds_budget={huge}",
+                              "--no-write"), limit)
+    code, out, err = run_main(capsys, "analyze", "topk", "--target", target, "--set", f"lds_budget={huge}", "--json")
+    col = json.loads(out)["targets"][target]
+    assert code == 0 and col["fits"] is False and limit in col["reason"], err
+    assert col["resources_source"].startswith(f"not compiled: the budget alone exceeds {target}'s LDS")
+
+
+def test_the_notes_quote_a_compiled_budget_not_one_beyond_the_lds(capsys, monkeypatch):
+    code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--budgets", "200K,40K", "--no-write", "--json",
+                              env={"OCCTUNE_NO_COMPILERS": "1"}, monkeypatch=monkeypatch)
+    doc = json.loads(out)
+    assert code == 0 and doc["assumptions"]["resources_source"].startswith("assumed: "), err
+    assert doc["assumptions"]["static_lds_bytes"] == 7168
+    assert doc["rows"][0]["resources_source"].startswith("not compiled") and doc["rows"][0]["fits"] is False

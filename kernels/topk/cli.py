@@ -194,8 +194,9 @@ def _compiled_or_none(fam, config, target):
 
 def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary) -> dict:
     measured = sweep.max_candidates is not None
-    cap = rows[0] if rows else {}
-    sources = list(dict.fromkeys(r["resources_source"] for r in rows))
+    cap = _resources_row(rows)
+    sources = list(dict.fromkeys(r["resources_source"] for r in rows if _compiled(r))) or \
+        list(dict.fromkeys(r["resources_source"] for r in rows))
     return {
         "schema": SCHEMA,
         "family": "topk",
@@ -239,6 +240,18 @@ def _results_doc(target, profile, sweep, rows, winner, why, scores, tie_summary)
         },
         "provenance": provenance.collect(target=target.name, target_file=target.path, profile_file=profile.path),
     }
+
+
+def _resources_row(rows: list[dict]) -> dict:
+    """The row whose kernel resources the notes quote: the first one compiled (or assumed), not a
+    budget too large for the target, which is not compiled (TopkFamily.resources)."""
+    return next((r for r in rows if _compiled(r)), rows[0] if rows else {})
+
+
+def _compiled(row: dict) -> bool:
+    from occtune.kernels.topk.family import NOT_COMPILED
+
+    return not row["resources_source"].startswith(NOT_COMPILED)
 
 
 def _other_width_hint(sweep) -> str:
@@ -312,7 +325,7 @@ def _print_resources(target, rows, notes) -> None:
     """Where the resources came from; loud when they are assumed."""
     if not rows:
         return
-    r = rows[0]
+    r = _resources_row(rows)
     src = notes["resources_source"]
     if notes["resources_assumed"]:
         console.print(f"[bold yellow]warning: resources assumed, not compiled[/]: {escape(src)}")

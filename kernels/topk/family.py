@@ -17,10 +17,12 @@ import numpy as np
 from occtune.kernels import topk as tk
 from occtune.kernels.topk import reference as ref
 from occtune.engine.family import CheckResult, Family, Resources, phase
+from occtune.model.occupancy import max_lds_per_block
 from occtune.errors import UserError
 from occtune.validate import POSITIVE
 
 K = 2048
+NOT_COMPILED = "not compiled"     # the source of a budget's resources that no compile could change
 
 
 class TopkFamily(Family):
@@ -126,6 +128,11 @@ class TopkFamily(Family):
 
         probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
         budget, threads = int(config["lds_budget"]), int(config["threads"])
+        most = max_lds_per_block(target)
+        if budget > most:            # no fit whatever the kernel: not worth a compile (nor always compilable)
+            return Resources(threads=threads, static_lds=self.static_lds or 0, dynamic_lds=budget,
+                             source=f"{NOT_COMPILED}: the budget alone exceeds {target.name}'s LDS "
+                                    f"({most} B per {'workgroup' if target.is_amd else 'block'})")
         try:
             res = probe(tk.read_source(), tk.KERNEL_NAME, self.macros(config), target.name, threads=threads,
                         name=tk.SOURCE_PATH.name)

@@ -37,6 +37,12 @@ class Resources:
     compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
 
 
+def max_lds_per_block(target: Target) -> int:
+    """The most LDS / shared memory one workgroup / block may have on ``target`` (NVIDIA: with
+    the opt-in)."""
+    return target.max_lds_per_workgroup if target.is_amd else target.max_shared_per_block_optin
+
+
 def partial_wave_note(target: Target, threads: int) -> str:
     """Why ``threads`` per block wastes lanes on ``target`` ("" when they are whole waves/warps):
     the hardware schedules whole waves (AMD) / warps (NVIDIA), so the last one runs part-empty
