@@ -487,3 +487,22 @@ def test_the_notes_quote_a_compiled_budget_not_one_beyond_the_lds(capsys, monkey
     assert code == 0 and doc["assumptions"]["resources_source"].startswith("assumed: "), err
     assert doc["assumptions"]["static_lds_bytes"] == 7168
     assert doc["rows"][0]["resources_source"].startswith("not compiled") and doc["rows"][0]["fits"] is False
+
+
+def test_topk_timed_workloads_beyond_any_gpu_are_refused_before_the_sweep(monkeypatch):
+    """The timed sweep (a GPU of the target) takes --batch/--lengths: the same workload check."""
+    from occtune.engine.options import RunOptions, TimingOptions
+    from occtune.kernels.topk import cli
+    from occtune.kernels.topk.profile import load_topk_profile
+    from occtune.model.targets import load_target
+    from occtune.pipeline import timed
+
+    def started(*args, **kwargs):
+        raise AssertionError("the sweep started")
+
+    monkeypatch.setattr(timed, "run_timed", started)
+    profile = load_topk_profile()
+    sweep = cli.build_sweep(profile, None, 512, None, 12, None, None, None)
+    with pytest.raises(UserError, match=r"^--batch/--lengths: B=256 L=1099511627776 K=2048 moves .* more than any GPU"):
+        cli._timed_sweep(load_target("gfx950"), profile, sweep, [256], [2**40], None, RunOptions(), TimingOptions(),
+                         True, None, [512])

@@ -473,8 +473,11 @@ def _timed_sweep(target, profile, sweep, batch, lengths, out_dir, run_opts, timi
     from occtune.kernels.topk.family import TopkFamily
     from occtune.pipeline.timed import Output, run_timed
 
-    workloads = [{"B": b, "L": n, "K": profile.k} for b in batch for n in lengths]
+    from occtune.engine.family import check_workload
+
     fam = TopkFamily(budgets=sweep.budgets, threads=tuple(threads_list), bits=(sweep.bits,), k=profile.k)
+    workloads = [check_workload(fam, {"B": b, "L": n, "K": profile.k}, "--batch/--lengths")
+                 for b in batch for n in lengths]
     chk = _TimedChecks(target, sweep)
     fam.admissible = chk.admissible
     unit = "CU" if target.is_amd else "SM"
