@@ -236,7 +236,7 @@ class Value(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            return self.rule.check(_from_text(value, self.rule.kind), "")
+            return self.rule.check(typed_value(value, self.rule.kind, sizes=False), "")
         except UserError:
             self.fail(f"must be {self.rule.describe()}, got {_show(value)}", param, ctx)
 
@@ -257,38 +257,26 @@ class ValueList(click.ParamType):
         bad = next((t for t in items if not _obeys(self.rule, t)), None)
         if bad is not None:
             self.fail(f"{_show(bad)} is not {self.rule.describe()}", param, ctx)
-        return [self.rule.check(_from_text(t, self.rule.kind), "") for t in items]
+        return [self.rule.check(typed_value(t, self.rule.kind, sizes=False), "") for t in items]
 
 
 def _obeys(rule: Rule, text: str) -> bool:
     try:
-        rule.check(_from_text(text, rule.kind), "")
+        rule.check(typed_value(text, rule.kind, sizes=False), "")
         return True
     except UserError:
         return False
 
 
-def _from_text(value, kind):
-    """Option text -> the kind's Python value; unreadable text is left for the rule to reject."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except ValueError:
-        return value
-    return text
-
-
-def typed_value(text: str, kind=object):
-    """One value as typed on the command line (``--set BLOCK_M=16``), as ``kind`` reads it: true
-    or false for bool, an integer (sizes like 40K allowed) for int, a number for float; text the
-    kind cannot read is left as it is, for the rule to reject. ``object`` (a kind nobody
-    declared): a bool, an integer, a size, a number or a word, whichever the text is."""
-    t = str(text).strip()
+def typed_value(text, kind=object, *, sizes: bool = True):
+    """One value as typed on the command line (``--k 2048``, ``--set BLOCK_M=16``), as ``kind``
+    reads it: true or false for bool, an integer for int (with ``sizes``, 40K too), a number for
+    float; text the kind cannot read is left as it is, for the rule to reject (a value that is
+    no text is returned as it is). ``object`` (a kind nobody declared): a bool, an integer, a
+    size, a number or a word, whichever the text is."""
+    if not isinstance(text, str):
+        return text
+    t = text.strip()
     if kind is bool or (kind is object and t.lower() in ("true", "false")):
         return {"true": True, "false": False}.get(t.lower(), t)
     if kind in (int, float, object):
@@ -296,7 +284,7 @@ def typed_value(text: str, kind=object):
             return int(t) if kind is not float else float(t)
         except ValueError:
             pass
-        if t[:1].isdigit():
+        if sizes and t[:1].isdigit():
             try:
                 return parse_size(t, "value")
             except UserError:

@@ -21,8 +21,8 @@ from occtune.errors import UserError
 from occtune.model.occupancy import Resources  # noqa: F401 - part of the Family contract
 from occtune.validate import POSITIVE, Rule, rule_like
 
-# No GPU holds this much (the largest memory of a GPU here, MI355X's, is 288 GB): a workload whose
-# tensors need more is a typo, refused before anything is compiled.
+# No GPU holds this much (the largest of the targets here, AMD MI355X, has 288 GB of HBM3E, per
+# AMD's datasheet): a workload whose tensors need more is a typo, refused before any compile.
 DEVICE_BYTES_LIMIT = 2**40
 
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
@@ -99,7 +99,8 @@ class Family:
         """What each workload key's value may be; ``--workload`` values (and a family verb's
         shapes) are checked by it before anything is built. Default: like the first default
         workload's values, integers positive (a problem size)."""
-        return {key: rule_like([v], POSITIVE) for key, v in self.workloads()[0].items()}
+        first = next(iter(self.workloads()), {})
+        return {key: rule_like([v], POSITIVE) for key, v in first.items()}
 
     def is_valid(self, config: Config, workload: Workload) -> tuple[bool, str]:
         """Prune impossible (config, workload) pairs before building. (ok, reason)."""
