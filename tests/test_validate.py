@@ -3,6 +3,7 @@
 Runs the CLI in this process (clihelp.run_main): no subprocess per case.
 """
 
+import json
 import math
 
 import numpy as np
@@ -321,3 +322,181 @@ def test_every_flipped_byte_of_a_score_file_is_read_or_refused(tmp_path, suffix)
         except UserError:
             refused += 1
     assert refused > 0
+
+
+# ----------------------------------------------------------------------------- issue 31, items 6 and 7
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["occupancy", "--target", "gfx950"], "Missing option '--threads'; run 'tune occupancy --help'"),
+    (["topk", "--target", "gfx950", "--all-targets"], "No such option '--all-targets'"),
+    (["occupancy", "--target", "gfx950", "--threads", "x"], "; run 'tune occupancy --help'"),
+])
+def test_click_errors_are_one_clause_then_the_hint(capsys, args, fragment):
+    err = check_user_error(run_main(capsys, *args), fragment)
+    assert ".;" not in err
+
+
+@pytest.mark.parametrize("name, meant", [("ＧＦＸ９５０", "gfx950"), ("GFX942", "gfx942"), ("Sm_90", "sm_90"),
+                                         ("gfx95", "gfx950")])
+def test_a_target_name_typed_another_way_is_named_with_a_separator(capsys, name, meant):
+    err = check_user_error(run_main(capsys, "occupancy", "--target", name, "--threads", "64"),
+                           f"unknown target {name!r}; known targets: ", f"did you mean {meant}?")
+    assert "' Known" not in err
+
+
+@pytest.mark.parametrize("name, text, fragment", [
+    ("empty.yaml", "", "the file is empty; expected a mapping with keys schema, family"),
+    ("blank.yaml", "\n# nothing\n", "the file is empty"),
+    ("list.yaml", "- 1\n- 2\n", "a list of 2 item(s)"),
+    ("bench.csv", "config,median_us\n1,2\n", "a CSV, not a results file"),
+    ("text.yaml", "config,median_us\n1,2\n", "plain text ('config,median_us 1,2')"),
+])
+def test_a_results_file_that_is_not_a_mapping_says_what_it_is(capsys, tmp_path, name, text, fragment):
+    path = tmp_path / name
+    path.write_text(text)
+    err = check_user_error(run_main(capsys, "export", path), str(path), fragment)
+    assert "NoneType" not in err and "got str" not in err
+    if path.suffix == ".yaml":
+        check_user_error(run_main(capsys, "report", path, "--out", tmp_path / "r"), fragment)
+
+
+def test_export_refuses_results_of_an_unknown_target(capsys, tmp_path):
+    path = _results(capsys, tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["target"] = "gfx9999"
+    (tmp_path / "gfx9999").mkdir()
+    bad = tmp_path / "gfx9999" / "topk.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    for fmt in ("header", "flags", "json", "triton"):
+        check_user_error(run_main(capsys, "export", bad, "--format", fmt), str(bad), "unknown target 'gfx9999'",
+                         "known targets: ")
+
+
+def test_export_target_and_all_targets_exclude_each_other(capsys, tmp_path):
+    path = _results(capsys, tmp_path)
+    check_user_error(run_main(capsys, "export", path, "--target", "gfx950", "--all-targets"),
+                     "--target gfx950", "--all-targets", "give one")
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """Any compile fails the test at once: these inputs must be refused before one."""
+    from occtune.build import compiled
+    from occtune.kernels.rope import resources as rope_resources
+
+    def compile_called(*args, **kwargs):
+        raise AssertionError("compiled, but the input should have been refused first")
+
+    for mod, name in ((compiled, "triton_resources"), (rope_resources, "triton_resources"),
+                      (compiled, "hip_resources"), (compiled, "cuda_resources")):
+        monkeypatch.setattr(mod, name, compile_called)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["sweep", "topk", "--target", "gfx950", "--workload", "B=abc"], "--workload B must be a positive integer, got 'abc'"),
+    (["sweep", "topk", "--target", "gfx950", "--workload", "B=-5"], "--workload B must be a positive integer, got -5"),
+    (["sweep", "topk", "--target", "gfx950", "--workload", "L=1024G", "--workload", "B=256"], "more than any GPU holds"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "dtype=bf32"], "--workload dtype must be one of bf16"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "Q=1"], "rope has no workload key 'Q'"),
+    (["rope", "--target", "gfx950", "--shape", "99999999999,99999,99998"], "D must be an even rope dim in 2..4096"),
+    (["rope", "--target", "gfx950", "--shape", "8192,128,99998"], "got 99998"),
+    (["sweep", "rope", "--target", "gfx950", "--workload", "D=99998"], "D must be an even rope dim in 2..4096"),
+    (["fp8-gemm", "--target", "gfx950", "--shapes", "99999999999,99999999999"], "more than any GPU holds (1 TiB)"),
+])
+def test_doubtful_workloads_are_refused_before_any_compile(capsys, tmp_path, no_compile, args, fragment):
+    check_user_error(run_main(capsys, *args, "--out", tmp_path), fragment)
+    assert _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["analyze", "sweep"])
+@pytest.mark.parametrize("family, item, fragment", [
+    ("topk", "threads=-64", "--set threads must be an integer in 64..1024, a multiple of 64, got -64"),
+    ("topk", "threads=abc", "--set threads must be an integer in 64..1024, a multiple of 64, got 'abc'"),
+    ("topk", "lds_budget=4Q", "--set lds_budget must be a byte size >= 64"),
+    ("fp8_gemm", "BLOCK_M=-1", "--set BLOCK_M must be one of 16, 32, 64, 128, 256, got -1"),
+    ("rope", "variant=diagonal", "--set variant must be one of token, batched"),
+])
+def test_set_values_are_checked_by_the_axis_rule(capsys, no_compile, verb, family, item, fragment):
+    err = check_user_error(run_main(capsys, verb, family, "--target", "sm_90", "--set", item,
+                                    *(["--no-write"] if verb == "sweep" else [])), fragment)
+    assert "byte size" not in err or "lds_budget" in item
+
+
+def test_a_family_that_declares_no_rules_gets_rules_like_its_defaults():
+    """A family package of someone else's declares axes and workloads only: --set and --workload
+    values are checked like the defaults (integers, bools, words), workload integers positive."""
+    from doubles import AxpyFamily
+    from occtune.validate import assignments
+
+    fam = AxpyFamily()
+    axes, workload = fam.axis_rules(), fam.workload_rules()
+    assert assignments(("BLOCK=16,32K",), axes, "--set", "toy") == {"BLOCK": [16, 32768]}
+    with pytest.raises(UserError, match=r"--set BLOCK must be an integer >= 0, got 'x16'"):
+        assignments(("BLOCK=x16",), axes, "--set", "toy")
+    key = next(iter(fam.workloads()[0]))
+    with pytest.raises(UserError, match=rf"--workload {key} must be a positive integer, got 0"):
+        assignments((f"{key}=0",), workload, "--workload", "toy", "workload key")
+
+
+@pytest.mark.parametrize("target, threads, fragment", [
+    ("gfx950", "513", "513 threads are not whole waves of 64 on gfx950: the last of 9 waves runs 1 of its 64 lanes"),
+    ("sm_90", "513", "513 threads are not whole warps of 32 on sm_90: the last of 17 warps runs 1"),
+    ("gfx1250", "20", "20 threads are not whole waves of 32 on gfx1250: its one wave runs 20 of its 32 lanes"),
+])
+@pytest.mark.parametrize("as_json", [(), ("--json",)], ids=["table", "json"])
+def test_threads_that_are_not_whole_waves_get_a_warning(capsys, target, threads, fragment, as_json):
+    code, out, err = run_main(capsys, "occupancy", "--target", target, "--threads", threads, *as_json)
+    assert code == 0 and err.startswith("warning: ") and fragment in err and len(err.splitlines()) == 1, err
+    whole = run_main(capsys, "occupancy", "--target", target, "--threads", "512", *as_json)
+    assert whole[0] == 0 and whole[2] == ""
+
+
+@pytest.mark.parametrize("length, warned", [(1000, True), (2048, True), (2049, False), (5000, False)])
+def test_topk_scores_no_longer_than_k_are_a_warning(capsys, tmp_path, length, warned):
+    """Rows of at most K scores store no candidate: "needs 0 ... covers yes" is vacuous, so say so."""
+    path = tmp_path / "s.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((4, length)).astype(np.float32))
+    code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--scores", path, "--no-write", "--json")
+    assert code == 0, err
+    note = "no row is longer than k=2048"
+    assert (f"warning: {path}: {note} (the longest holds {length} valid scores)" in err) is warned, err
+    assert (note in json.loads(out)["winner"]["explanation"]) is warned
+
+
+@pytest.mark.parametrize("target, limit", [("gfx950", "> maximum 163840 B"), ("sm_90", "> maximum 232448 B (opt-in)")])
+def test_a_budget_beyond_the_targets_lds_is_not_compiled_and_says_so(capsys, no_compile, target, limit):
+    """`--budgets 99999999999999999999K` showed clang's error with a temp path; the budget alone
+    exceeds the target's LDS, so it is a no-fit row (no compile) and the run says why."""
+    huge = "99999999999999999999K"
+    err = check_user_error(run_main(capsys, "topk", "--target", target, "--budgets", huge, "--no-write"),
+                           f"{huge[:-1]} KiB excluded: ", limit)
+    assert "clang" not in err and "/tmp" not in err and "compile" not in err
+    check_user_error(run_main(capsys, "sweep", "topk", "--target", target, "--set", f"lds_budget={huge}",
+                              "--no-write"), limit)
+    code, out, err = run_main(capsys, "analyze", "topk", "--target", target, "--set", f"lds_budget={huge}", "--json")
+    col = json.loads(out)["targets"][target]
+    assert code == 0 and col["fits"] is False and limit in col["reason"], err
+    assert col["resources_source"].startswith(f"not compiled: the budget alone exceeds {target}'s LDS")
+
+
+def test_the_notes_quote_a_compiled_budget_not_one_beyond_the_lds(capsys, monkeypatch):
+    code, out, err = run_main(capsys, "topk", "--target", "gfx950", "--budgets", "200K,40K", "--no-write", "--json",
+                              env={"OCCTUNE_NO_COMPILERS": "1"}, monkeypatch=monkeypatch)
+    doc = json.loads(out)
+    assert code == 0 and doc["assumptions"]["resources_source"].startswith("assumed: "), err
+    assert doc["assumptions"]["static_lds_bytes"] == 7168
+    assert doc["rows"][0]["resources_source"].startswith("not compiled") and doc["rows"][0]["fits"] is False
+
+
+def test_topk_timed_workloads_beyond_any_gpu_are_refused_before_the_sweep(monkeypatch, capsys):
+    """The timed sweep (a GPU of the target) takes --batch/--lengths: the same workload check,
+    before any sweep (timed or analytic) starts."""
+    from occtune.pipeline import timed
+
+    def started(*args, **kwargs):
+        raise AssertionError("the sweep started")
+
+    monkeypatch.setattr(timed, "run_timed", started)
+    check_user_error(run_main(capsys, "topk", "--target", "gfx950", "--batch", "256", "--lengths", str(2**40)),
+                     "--batch/--lengths: B=256 L=1099511627776 K=2048 moves", "more than any GPU")

@@ -133,7 +133,7 @@ def _run(argv) -> int:
         return 130
     except click.UsageError as e:
         hint = f"; run '{e.ctx.command_path} --help'" if e.ctx is not None else ""
-        click.echo(f"error: {e.format_message()}{hint}", err=True)
+        click.echo(f"error: {_clause(e.format_message())}{hint}", err=True)
         return 2
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}", err=True)
@@ -141,6 +141,13 @@ def _run(argv) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _clause(message: str) -> str:
+    """Click's sentence as a clause of our one line: its full stop dropped ("Missing option
+    '--threads'." -> "Missing option '--threads'"), so "; run ..." can follow it."""
+    message = message.strip()
+    return message[:-1] if message.endswith(".") and not message.endswith("..") else message
 
 
 def _main_thread() -> bool:

@@ -183,7 +183,7 @@ def load(cls, data, where: str, **extra):
     """
     fields = _schema_fields(cls)
     if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping with keys {', '.join(fields)}, got {type(data).__name__}")
+        raise UserError(f"{where}: {not_a_mapping(data)}; expected a mapping with keys {', '.join(fields)}")
     for key in data:
         if key not in fields:
             raise UserError(f"{where}: unknown key {_show(key)} (allowed: {', '.join(fields)})")
@@ -195,6 +195,17 @@ def load(cls, data, where: str, **extra):
             continue
         values[name] = f.metadata["rule"].check(data[name], f"{where}: key '{name}'")
     return cls(**values, **extra)
+
+
+def not_a_mapping(data) -> str:
+    """What a file's contents are, said to someone who expected ``key: value`` lines."""
+    if data is None:
+        return "the file is empty"
+    if isinstance(data, str):
+        return f"it reads as plain text ({_show(data)}), not as YAML keys"
+    if isinstance(data, list):
+        return f"it holds a list of {len(data)} item(s), not keys"
+    return f"it holds one value ({_show(data)}), not keys"
 
 
 def check_keys(data, rules: dict[str, Rule], where: str, key: str, *, required: bool = True,
@@ -225,7 +236,7 @@ class Value(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            return self.rule.check(_from_text(value, self.rule.kind), "")
+            return self.rule.check(typed_value(value, self.rule.kind, sizes=False), "")
         except UserError:
             self.fail(f"must be {self.rule.describe()}, got {_show(value)}", param, ctx)
 
@@ -246,30 +257,82 @@ class ValueList(click.ParamType):
         bad = next((t for t in items if not _obeys(self.rule, t)), None)
         if bad is not None:
             self.fail(f"{_show(bad)} is not {self.rule.describe()}", param, ctx)
-        return [self.rule.check(_from_text(t, self.rule.kind), "") for t in items]
+        return [self.rule.check(typed_value(t, self.rule.kind, sizes=False), "") for t in items]
 
 
 def _obeys(rule: Rule, text: str) -> bool:
     try:
-        rule.check(_from_text(text, rule.kind), "")
+        rule.check(typed_value(text, rule.kind, sizes=False), "")
         return True
     except UserError:
         return False
 
 
-def _from_text(value, kind):
-    """Option text -> the kind's Python value; unreadable text is left for the rule to reject."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except ValueError:
-        return value
-    return text
+def typed_value(text, kind=object, *, sizes: bool = True):
+    """One value as typed on the command line (``--k 2048``, ``--set BLOCK_M=16``), as ``kind``
+    reads it: true or false for bool, an integer for int (with ``sizes``, 40K too), a number for
+    float; text the kind cannot read is left as it is, for the rule to reject (a value that is
+    no text is returned as it is). ``object`` (a kind nobody declared): a bool, an integer, a
+    size, a number or a word, whichever the text is."""
+    if not isinstance(text, str):
+        return text
+    t = text.strip()
+    if kind is bool or (kind is object and t.lower() in ("true", "false")):
+        return {"true": True, "false": False}.get(t.lower(), t)
+    if kind in (int, float, object):
+        try:
+            return int(t) if kind is not float else float(t)
+        except ValueError:
+            pass
+        if sizes and t[:1].isdigit():
+            try:
+                return parse_size(t, "value")
+            except UserError:
+                pass
+        if kind is not int:
+            try:
+                return float(t)
+            except ValueError:
+                pass
+    return t
+
+
+def rule_like(values, ints: Rule = NON_NEGATIVE) -> Rule:
+    """The rule of a value like ``values`` (a family's default values of one axis or workload
+    key), for families that declare none: true or false, an integer (``ints``), a finite number,
+    or a plain word."""
+    vals = [v for v in values if v is not None]
+    if vals and all(isinstance(v, bool) for v in vals):
+        return Rule(bool)
+    if vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return ints
+    if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return Rule(float)
+    if vals and all(isinstance(v, str) for v in vals):
+        return NAME
+    return Rule()
+
+
+def assignments(items: tuple[str, ...], rules: dict[str, Rule], option: str, owner: str,
+                noun: str = "axis") -> dict[str, list]:
+    """``("BLOCK_M=16,32", ...)`` given to ``option`` (``--set``) -> ``{"BLOCK_M": [16, 32]}``:
+    each name one of ``rules`` (the ``noun``s of ``owner``, e.g. the axes of topk), each value
+    typed and checked by its rule; a one-line UserError otherwise."""
+    out: dict[str, list] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        texts = [v.strip() for v in values.split(",")]
+        if not sep or not name or not all(texts):
+            word = "AXIS" if noun == "axis" else "KEY"
+            raise UserError(f"{option} {item!r}: write {word}=VALUE, e.g. {option} "
+                            f"{next(iter(rules), 'x')}=...")
+        if name not in rules:
+            plural = "axes" if noun == "axis" else f"{noun}s"
+            raise UserError(f"{option} {item}: {owner} has no {noun} {name!r}; {plural}: {', '.join(rules) or 'none'}")
+        rule = rules[name]
+        out[name] = list(dict.fromkeys(rule.check(typed_value(t, rule.kind), f"{option} {name}") for t in texts))
+    return out
 
 
 def finite(lo: float | None = None, *, above: float | None = None) -> Value:

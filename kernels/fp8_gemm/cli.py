@@ -107,6 +107,10 @@ def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, n
     target, _ = resolve_target(target_name, "the analytic table of cross-compiled resources and occupancy")
     fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(backends, target.vendor),
                         triton_configs=parse_triton(triton_text, target.name), export_dir=export_dir)
+    from occtune.engine.family import check_workload
+
+    for w in fam.workloads():
+        check_workload(fam, w, "--shapes/--m")
     req = SweepRequest(family=fam.name, target=target.name, analytic=analytic, out_dir=out_dir,
                        write=not no_write, force=force,
                        as_json=as_json, show_all=show_all, run=run, timing=timing,

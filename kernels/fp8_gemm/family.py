@@ -137,6 +137,15 @@ class Fp8GemmFamily(Family):
                              for b in range(len(self.profile.buckets))]
         self.init_kwargs = {"workloads": self._workloads, "target": self.target, "backends": self.backends,
                             "profile": profile, "triton_configs": list(triton_configs or [])}
+        self._backends_given = list(backends) if backends else None
+
+    def for_target(self, target) -> "Fp8GemmFamily":
+        """The family on ``target``: its AMD-only axes, fp8 type and vendor backends (the
+        backends given to this one, else the profile's of that vendor)."""
+        name = getattr(target, "name", target)
+        if name == self.target:
+            return self
+        return Fp8GemmFamily(**{**self.init_kwargs, "target": name, "backends": self._backends_given})
 
     # --- the space -------------------------------------------------------------------------
     def axes(self) -> dict[str, list]:
@@ -156,6 +165,19 @@ class Fp8GemmFamily(Family):
 
     def workloads(self) -> list[dict]:
         return [dict(w) for w in self._workloads]
+
+    def axis_rules(self) -> dict:
+        from occtune.validate import Rule
+
+        from .config import ALLOWED
+
+        return {"backend": Rule(str, choices=tuple(self.backends)),
+                **{k: Rule(int, choices=ALLOWED[k]) for k in TRITON_KEYS + amd_keys(self.target)}}
+
+    def workload_rules(self) -> dict:
+        from occtune.validate import POSITIVE
+
+        return {k: POSITIVE for k in ("M", "N", "K")}
 
     def is_valid(self, config: dict, workload: dict) -> tuple[bool, str]:
         from occtune.errors import UserError
@@ -197,10 +219,11 @@ class Fp8GemmFamily(Family):
                       "untuned baseline (vLLM/sglang's default) stands")
 
     # --- analytic and timed hooks: tune fp8-gemm's tables, allow-list and exports (cli.py) -------
-    def check_analytic_space(self, configs: list[dict], target) -> None:
+    def analytic_space(self, configs: list[dict], target) -> list[dict]:
         from .cli import check_analytic_space
 
         check_analytic_space(self, configs, target)
+        return configs
 
     def analytic_document(self, doc: dict, result, target) -> dict:
         doc["assumptions"].update(fp8_dtype=self.fp8, resources_workload=self._representative())

@@ -29,11 +29,10 @@ def parse_shape(text: str) -> dict:
         raise UserError(f"--shape {text!r}: expected three positive integers T,H,D (tokens, heads, rope dim), "
                         f"e.g. --shape 8192,128,64")
     T, H, D = (int(p) for p in parts)
-    if D % 2:
-        raise UserError(f"--shape {text}: the rope dim D={D} must be even (rotations act on pairs)")
-    from occtune.kernels.rope.family import deepseek_workload
+    from occtune.engine.family import check_workload
+    from occtune.kernels.rope.family import RopeFamily, deepseek_workload
 
-    return deepseek_workload(T, H, D, head_dim=max(HEAD_DIM, D))
+    return check_workload(RopeFamily(), deepseek_workload(T, H, D, head_dim=max(HEAD_DIM, D)), f"--shape {text}")
 
 
 def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:

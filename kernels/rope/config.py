@@ -7,11 +7,26 @@ from __future__ import annotations
 
 from occtune.outputs import tuned
 from occtune.errors import UserError
+from occtune.validate import POSITIVE, Rule
 from occtune.outputs.tuned import local_target  # noqa: F401  (re-exported: the family and CLI use it)
 
 VARIANT_NAMES = ("token", "batched", "tile", "flat", "heads")
 BLOCK_M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 NUM_WARPS_VALUES = (1, 2, 4, 8, 16)
+
+DTYPES = ("bf16", "fp16", "fp32")
+# The widest rope dim: a program keeps its rows' D columns (BLOCK_D, the next power of two) in
+# registers. Cross-compiled for gfx950 (Triton 3.9, 4 warps): at D=4096 the flat kernel's 8-row
+# tile takes 200 VGPRs and fits; at D=8192 it no longer fits a CU, and the 128-row tile spills
+# 22 KB per lane; three configs took 239 s to compile. Real models' rope dims are 64-512.
+MAX_ROPE_DIM = 4096
+AXIS_RULES = {"variant": Rule(str, choices=VARIANT_NAMES), "BLOCK_M": Rule(int, choices=BLOCK_M_VALUES),
+              "num_warps": Rule(int, choices=NUM_WARPS_VALUES)}
+WORKLOAD_RULES = {"T": POSITIVE, "H": POSITIVE, "head_dim": POSITIVE, "dtype": Rule(str, choices=DTYPES),
+                  "D": Rule(int, min=2, max=MAX_ROPE_DIM, multiple=2,
+                            text=f"an even rope dim in 2..{MAX_ROPE_DIM} (rotations act on pairs; a program "
+                                 f"holds its rows' D columns in registers)"),
+                  "inverse": Rule(bool), "positions": Rule(bool)}
 
 # sglang's untuned default (the batched kernel, 32 tokens per program, 4 warps).
 BASELINE_CONFIG = {"variant": "batched", "BLOCK_M": 32, "num_warps": 4}

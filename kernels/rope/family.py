@@ -21,7 +21,7 @@ from typing import Any
 
 from occtune.engine.family import CheckResult, Family, Resources, phase
 
-from .config import BASELINE_CONFIG, VARIANT_NAMES, local_target, validate_config
+from .config import AXIS_RULES, BASELINE_CONFIG, VARIANT_NAMES, WORKLOAD_RULES, local_target, validate_config
 
 DEEPSEEK_TOKENS = (1, 64, 1024, 8192, 32768)
 _ESIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -79,6 +79,12 @@ class RopeFamily(Family):
 
     def workloads(self) -> list[dict]:
         return [dict(w) for w in self._workloads]
+
+    def axis_rules(self) -> dict:
+        return dict(AXIS_RULES)
+
+    def workload_rules(self) -> dict:
+        return dict(WORKLOAD_RULES)
 
     def is_valid(self, config: dict, workload: dict) -> tuple[bool, str]:
         if config["variant"] == "token" and config["BLOCK_M"] != 8:

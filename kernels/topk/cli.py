@@ -40,6 +40,8 @@ def _measured_stats(scores: str, bits: int, k: int):
 
     stats = tie_stats_from_file(scores, bits=(bits,), k=k)
     stats.require_finite_data(scores)
+    if stats.short_rows_note():
+        click.echo(f"warning: {scores}: {stats.short_rows_note()}", err=True)
     return stats
 
 
@@ -85,6 +87,7 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
             profile_path, out_dir, no_write, force, as_json, analytic, batch, lengths, show_all, **opts):
     """Sweep LDS budgets: occupancy, tie capacity and the winner; writes results/<target>/topk.yaml."""
+    from occtune.engine.family import check_workload
     from occtune.kernels.topk.family import TopkFamily
     from occtune.pipeline import SweepRequest, run_request
 
@@ -105,7 +108,8 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
                      sweep=sweep, static_lds=static_lds, profile=profile,
                      scores=(scores, stats) if scores else None, evidence_dir=out_folder(out_dir, timed=True))
     req = SweepRequest(family="topk", target=target.name, analytic=analytic,
-                       workloads=tuple({"B": b, "L": n, "K": profile.k} for b in batch for n in lengths),
+                       workloads=tuple(check_workload(fam, {"B": b, "L": n, "K": profile.k}, "--batch/--lengths")
+                                       for b in batch for n in lengths),
                        out_dir=out_dir, write=not no_write, force=force, as_json=as_json, show_all=show_all,
                        run=run_opts, timing=timing,
                        timed_flags=timed_options_given(click.get_current_context(), extra=("batch", "lengths")))
@@ -134,6 +138,8 @@ def select_analytic(fam, rows, target):
     stats = fam.scores_stats()
     if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
         why += f"; scores: {stats.nonfinite_note()}"
+    if stats is not None and stats.short_rows_note():
+        why += f"; scores: {stats.short_rows_note()}"
     return winner, why + ("" if winner is not None else _other_width_hint(_row_settings(fam, rows)))
 
 
@@ -160,8 +166,9 @@ def analytic_document(fam, doc, result, target) -> dict:
 
 def _assumptions(target, sweep, rows, scores) -> dict:
     measured = sweep.max_candidates is not None
-    cap = rows[0] if rows else {}
-    sources = list(dict.fromkeys(r["resources_source"] for r in rows))
+    cap = _resources_row(rows)
+    sources = list(dict.fromkeys(r["resources_source"] for r in rows if _compiled(r))) or \
+        list(dict.fromkeys(r["resources_source"] for r in rows))
     scores_file, stats = scores or (None, None)
     return {
         "analytic": True,
@@ -193,6 +200,18 @@ def _assumptions(target, sweep, rows, scores) -> dict:
         "unconfirmed_target_parameters": target.unconfirmed(),
         "selection": "highest blocks/CU among budgets that fit and cover the context; ties toward the larger budget",
     }
+
+
+def _resources_row(rows: list[dict]) -> dict:
+    """The row whose kernel resources the notes quote: the first one compiled (or assumed), not a
+    budget too large for the target, which is not compiled (TopkFamily.resources)."""
+    return next((r for r in rows if _compiled(r)), rows[0] if rows else {})
+
+
+def _compiled(row: dict) -> bool:
+    from occtune.kernels.topk.family import NOT_COMPILED
+
+    return not row["resources_source"].startswith(NOT_COMPILED)
 
 
 def _other_width_hint(sweep) -> str:
@@ -312,7 +331,7 @@ def _print_resources(target, rows, notes) -> None:
     """Where the resources came from; loud when they are assumed."""
     if not rows:
         return
-    r = rows[0]
+    r = _resources_row(rows)
     src = notes["resources_source"]
     if notes["resources_assumed"]:
         console.print(f"[bold yellow]warning: resources assumed, not compiled[/]: {escape(src)}")

@@ -17,9 +17,12 @@ import numpy as np
 from occtune.kernels import topk as tk
 from occtune.kernels.topk import reference as ref
 from occtune.engine.family import CheckResult, Family, Resources, phase
+from occtune.model.occupancy import max_lds_per_block
 from occtune.errors import UserError
+from occtune.validate import POSITIVE
 
 K = 2048
+NOT_COMPILED = "not compiled"     # the source of a budget's resources that no compile could change
 
 
 class TopkFamily(Family):
@@ -40,6 +43,7 @@ class TopkFamily(Family):
         ``evidence_dir``: a folder whose timed ``*/topk.yaml`` results refute budgets whose rows
         overflowed (``tune topk`` passes its timed results folder)."""
         self._profile = profile
+        self._threads_from_profile = threads is None
         if None in (budgets, threads, bits):
             prof = self.profile
             budgets = prof.budgets if budgets is None else budgets
@@ -70,6 +74,12 @@ class TopkFamily(Family):
     def workloads(self):
         return [{"B": B, "L": L, "K": self.k} for B in (1, 8, 64, 256)
                 for L in (8192, 65536, 131072, 1048576)]
+
+    def axis_rules(self):
+        return {"lds_budget": tk.BUDGET_RULE, "threads": tk.THREADS_RULE, "bits": tk.BITS_RULE}
+
+    def workload_rules(self):
+        return {"B": POSITIVE, "L": POSITIVE, "K": tk.K_RULE}
 
     def is_valid(self, config, workload):
         try:
@@ -153,6 +163,11 @@ class TopkFamily(Family):
 
         probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
         budget, threads = int(config["lds_budget"]), int(config["threads"])
+        most = max_lds_per_block(target)
+        if budget > most:            # no fit whatever the kernel: not worth a compile (nor always compilable)
+            return Resources(threads=threads, static_lds=self.static_lds or 0, dynamic_lds=budget,
+                             source=f"{NOT_COMPILED}: the budget alone exceeds {target.name}'s LDS "
+                                    f"({most} B per {'workgroup' if target.is_amd else 'block'})")
         try:
             res = probe(tk.read_source(), tk.KERNEL_NAME, self.macros(config), target.name, threads=threads,
                         name=tk.SOURCE_PATH.name)
@@ -224,10 +239,17 @@ class TopkFamily(Family):
                        rows_measured=int(stats.rows))
         return out
 
-    def check_analytic_space(self, configs, target):
+    def analytic_space(self, configs, target):
+        """One block size: the profile's list (512,1024), where no threads were given to this
+        family, narrows to its first; several sizes asked for are refused (blocks per CU/SM do not
+        compare across sizes)."""
         from .cli import check_one_block_size
 
+        threads = list(dict.fromkeys(int(c["threads"]) for c in configs))
+        if self._threads_from_profile and threads == list(self.profile.threads) and len(threads) > 1:
+            configs = [c for c in configs if int(c["threads"]) == threads[0]]
         check_one_block_size(configs, target)
+        return configs
 
     def check_analytic_result(self, result, target):
         from .cli import require_every_budget
@@ -240,6 +262,8 @@ class TopkFamily(Family):
         from occtune.build import compiled
         from occtune.model.occupancy import Resources, occupancy
 
+        if int(config["lds_budget"]) > max_lds_per_block(target):
+            return 0                 # no fit whatever the kernel (and not always compilable)
         probe = compiled.hip_resources if target.is_amd else compiled.cuda_resources
         threads = int(config["threads"])
         try:

@@ -278,6 +278,16 @@ class TieStats:
         """Rows long enough (n > K) for the radix pass to store candidates at all."""
         return int((self.lengths > self.k).sum())
 
+    def short_rows_note(self) -> str:
+        """One line for the user when no row is longer than k ("" when one is): top-k then keeps
+        whole rows, no row stores a candidate, and the measured bound (0) says nothing about the
+        longer rows a kernel will see."""
+        if self.radix_rows or not self.rows:
+            return ""
+        return (f"no row is longer than k={self.k} (the longest holds {int(self.lengths.max())} valid scores): "
+                f"top-k keeps whole rows, so the measured bound of 0 candidates says nothing about longer rows; "
+                f"measure rows longer than k")
+
     @property
     def max_candidates(self) -> dict[int, int]:
         return {b: int(c.max()) if c.size else 0 for b, c in self.candidates.items()}

@@ -17,27 +17,22 @@ from occtune.engine.registry import get_family
 from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
 from occtune.model.targets import load_target
-from occtune.units import parse_size
+from occtune.validate import assignments
 
 
-def parse_sets(family, sets: tuple[str, ...]) -> dict:
-    """The family's baseline config with ``axis=value`` overrides; each value typed like the axis's
-    default values (integers accept sizes: ``lds_budget=48K``)."""
+def parse_sets(family, sets: tuple[str, ...], others: tuple = ()) -> dict:
+    """The family's baseline config with ``axis=value`` overrides, each value checked by the
+    axis's rule (integers accept sizes: ``lds_budget=48K``). An axis that only ``others`` (the
+    family on the other targets asked for) have is left out here."""
+    rules = {a: r for f in (family, *others) for a, r in f.axis_rules().items()}
+    rules.update(family.axis_rules())
+    given = assignments(sets, rules, "--set", family.name)
+    many = next((a for a, vs in given.items() if len(vs) > 1), None)
+    if many:
+        raise UserError(f"--set {many}: one value per axis here (tune analyze compares one config); "
+                        "tune sweep takes several")
     axes = family.axes()
-    config = dict(family.baseline_config())
-    for item in sets:
-        axis, sep, text = item.partition("=")
-        axis, text = axis.strip(), text.strip()
-        if not sep or not axis or not text:
-            raise UserError(f"--set {item!r}: write AXIS=VALUE, e.g. --set {next(iter(axes), 'axis')}=...")
-        if axis not in axes:
-            raise UserError(f"--set {item}: {family.name} has no axis {axis!r}; axes: {', '.join(axes)}")
-        values = axes[axis] or [config.get(axis)]
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            config[axis] = parse_size(text, f"--set {axis}")
-        else:
-            config[axis] = text
-    return config
+    return {**family.baseline_config(), **{a: vs[0] for a, vs in given.items() if a in axes}}
 
 
 def analyze_one(family, config: dict, target) -> dict:
@@ -63,17 +58,25 @@ def analyze_one(family, config: dict, target) -> dict:
 def command(family_name, sets, targets, as_json):
     """One config's resources, limits and occupancy on several targets, side by side (no GPU)."""
     family = get_family(family_name)
-    config = parse_sets(family, sets)
     names = list(dict.fromkeys(t.strip() for t in targets.split(",") if t.strip()))
     if not names:
         raise UserError("--target: give at least one target, e.g. --target gfx950,sm_90")
     tgts = [load_target(n) for n in names]
-    columns = [analyze_one(family, config, t) for t in tgts]
+    fams = [family.for_target(t) for t in tgts]       # a family's axes may differ per target
+    configs = [parse_sets(f, sets, tuple(fams)) for f in fams]
+    columns = [analyze_one(f, c, t) for f, c, t in zip(fams, configs, tgts)]
+    config = shared_config(configs)
     if as_json:
         emit_json({"family": family.name, "config": config, "analytic": True, "timed": False,
                    "targets": {c["target"]: c for c in columns}})
         return
     _print(family, config, tgts, columns)
+
+
+def shared_config(configs: list[dict]) -> dict:
+    """The keys and values every target's config has alike (all of it where the axes do not
+    differ per target); each column holds its whole config."""
+    return {k: v for k, v in configs[0].items() if all(k in c and c[k] == v for c in configs[1:])}
 
 
 _COMMON = [("threads", "threads"), ("static LDS B", "static_lds_bytes"), ("dynamic LDS B", "dynamic_lds_bytes"),
@@ -111,6 +114,8 @@ def _print(family, config, tgts, columns) -> None:
     for tg in tgts:
         t.add_column(tg.name, justify="right")
     ok = [c for c in columns if not c.get("error")]
+    for k in dict.fromkeys(k for c in columns for k in c["config"] if k not in config):
+        t.add_row(k, *[_cell(c["config"].get(k)) for c in columns])
     t.add_row("compiled by", *[_short_source(c) for c in columns])
     t.add_row("VGPR/AGPR/SGPR | regs", *[_registers(c, tg) if not c.get("error") else "-"
                                                 for c, tg in zip(columns, tgts)])

@@ -29,6 +29,8 @@ FORMAT_HELP = ("header (C header for hipcc/nvcc builds), flags (-D flags for $(.
               help="header: one header for every target of the files; the build picks with -DOCCTUNE_TARGET_<T>.")
 def command(files, fmt, out_path, target, all_targets):
     """Export the winners of results FILES (results/<target>/<family>.yaml) for builds and serving code."""
+    if target and all_targets:
+        raise UserError(f"--target {target} exports that target's values, --all-targets every target's: give one")
     srcs = ex.sources([(f, load_results(f)) for f in files])
     if fmt in ("header", "flags"):
         if fmt == "header":

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from occtune.errors import UserError
-from occtune.model.occupancy import Resources, occupancy
+from occtune.model.occupancy import Resources, occupancy, partial_wave_note
 from occtune.output import console, emit_json
 from occtune.model.targets import load_target
 from occtune.units import format_size
@@ -49,6 +49,9 @@ def command(target_name, threads, static_lds, dynamic_lds, vgprs, agprs, sgprs, 
         raise UserError(f"--regs is for NVIDIA targets; for {target.name} give --vgprs/--agprs/--sgprs")
     if not target.is_amd and any(v is not None for v in (vgprs, agprs, sgprs)):
         raise UserError(f"--vgprs/--agprs/--sgprs are for AMD targets; for {target.name} give --regs")
+    note = partial_wave_note(target, threads)
+    if note:                 # an answer all the same: the launch is legal, only wasteful
+        click.echo(f"warning: {note}", err=True)
     res = Resources(threads=threads, static_lds=static_lds, dynamic_lds=dynamic_lds, vgprs=vgprs, agprs=agprs,
                     sgprs=sgprs, regs=regs, source="given")
     occ = occupancy(target, res)

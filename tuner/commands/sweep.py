@@ -13,44 +13,7 @@ import click
 
 from occtune.engine.options import from_cli, sweep_options, timed_options_given
 from occtune.errors import UserError
-from occtune.units import parse_size
-
-
-def parse_value(text: str):
-    """A config or workload value: an integer (sizes like 40K or 1M allowed), a float, a bool or a word."""
-    t = text.strip()
-    if not t:
-        raise UserError("an empty value; write e.g. --set BLOCK_M=16,32")
-    if t.lower() in ("true", "false"):
-        return t.lower() == "true"
-    try:
-        return int(t)
-    except ValueError:
-        pass
-    if t[0].isdigit():
-        try:
-            return parse_size(t, "value")
-        except UserError:
-            try:
-                return float(t)
-            except ValueError:
-                pass
-    return t
-
-
-def parse_assignments(items: tuple[str, ...], known: dict, what: str) -> dict[str, list]:
-    """``("BLOCK_M=16,32", ...)`` -> {"BLOCK_M": [16, 32]}; names must be in ``known``."""
-    out: dict[str, list] = {}
-    for item in items:
-        name, sep, values = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UserError(f"--{what} {item!r}: write NAME=V1,V2 (e.g. --{what} {next(iter(known), 'x')}=...)")
-        if name not in known:
-            raise UserError(f"--{what} {name}: not a {'parameter axis' if what == 'set' else 'workload key'} "
-                            f"of this family; known: {', '.join(known) or 'none'}")
-        out[name] = list(dict.fromkeys(parse_value(v) for v in values.split(",")))
-    return out
+from occtune.validate import assignments
 
 
 def space(family, sets: tuple[str, ...]) -> list[dict] | None:
@@ -59,18 +22,19 @@ def space(family, sets: tuple[str, ...]) -> list[dict] | None:
     from occtune.engine.sweep import product
 
     axes = dict(family.axes())
-    axes.update(parse_assignments(sets, axes, "set"))
+    axes.update(assignments(sets, family.axis_rules(), "--set", family.name))
     return product(axes)
 
 
 def workloads(family, items: tuple[str, ...]) -> list[dict] | None:
     if not items:
         return None
+    from occtune.engine.family import check_workload
     from occtune.engine.sweep import product
 
     template = family.workloads()[0]
-    given = parse_assignments(items, template, "workload")
-    return [{**template, **w} for w in product(given)]
+    given = assignments(items, family.workload_rules(), "--workload", family.name, "workload key")
+    return [check_workload(family, {**template, **w}, "--workload") for w in product(given)]
 
 
 def _list_families(as_json: bool) -> None:
@@ -113,13 +77,17 @@ def command(family_name, list_only, target_name, analytic, device, sets, workloa
     if not family_name:
         raise UserError("name a family, e.g. 'tune sweep rope --target gfx950'; 'tune sweep --list' names them")
     from occtune.engine.registry import get_family
+    from occtune.model.targets import resolve_target
     from occtune.pipeline import SweepRequest, run_request
 
     run, timing = from_cli(opts)
-    family = get_family(family_name)
-    cfgs, wls = space(family, sets), workloads(family, workload_items)
     if device and (target_name or analytic):
         raise UserError("--device cpu times on this CPU; it takes no --target or --analytic")
+    family = get_family(family_name)
+    if not device:           # the family's space on this target (its --set axes may differ per target)
+        target = resolve_target(target_name)[0]
+        family, target_name = family.for_target(target), target.name
+    cfgs, wls = space(family, sets), workloads(family, workload_items)
     req = SweepRequest(family=family.name, target=target_name, analytic=analytic, device=device,
                        configs=None if cfgs is None else tuple(cfgs), workloads=None if wls is None else tuple(wls),
                        out_dir=out_dir, write=not no_write, force=force, as_json=as_json, show_all=show_all, run=run,

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from occtune.engine.phases import phase  # noqa: F401 - for families: with phase("reference"): ...
+from occtune.errors import UserError
 from occtune.model.occupancy import Resources  # noqa: F401 - part of the Family contract
+from occtune.validate import POSITIVE, Rule, rule_like
+
+# No GPU holds this much (the largest of the targets here, AMD MI355X, has 288 GB of HBM3E, per
+# AMD's datasheet): a workload whose tensors need more is a typo, refused before any compile.
+DEVICE_BYTES_LIMIT = 2**40
 
 Config = dict      # e.g. {"lds_budget": 40960, "threads": 512, "bits": 8}
 Workload = dict    # e.g. {"B": 64, "L": 131072, "K": 2048}
@@ -31,6 +37,24 @@ def short(d: dict) -> str:
 def key_of(d: dict) -> str:
     """Canonical, order-independent string of a config or workload (cache and dedup key)."""
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def check_workload(family: "Family", workload: Workload, what: str) -> Workload:
+    """``workload`` if every value obeys the family's rule for its key and its tensors fit a GPU
+    (:data:`DEVICE_BYTES_LIMIT`, by ``bytes_moved``); else one UserError line that starts with
+    ``what`` (the option that gave it)."""
+    rules = family.workload_rules()
+    for key, value in workload.items():
+        if key in rules:
+            rules[key].check(value, f"{what}: {key}")
+    try:
+        need = int(family.bytes_moved(workload))
+    except NotImplementedError:
+        return workload
+    if need > DEVICE_BYTES_LIMIT:
+        raise UserError(f"{what}: {short(workload)} moves {need:.3g} B, more than any GPU holds "
+                        f"({DEVICE_BYTES_LIMIT >> 40} TiB); check the sizes")
+    return workload
 
 
 @dataclass
@@ -80,12 +104,31 @@ class Family:
         """Parameter axes and the values swept by default, e.g. {"BLOCK_M": [8, 16, 32]}."""
         raise NotImplementedError
 
+    def for_target(self, target: Any) -> "Family":
+        """This family with its space for ``target`` (an :class:`occtune.model.targets.Target`):
+        a family whose axes, baseline or configs differ per target (fp8_gemm's AMD-only axes)
+        returns an instance made for it; the default is the family itself. The generic verbs
+        (tune sweep, analyze, export) call it before they read the space or the macros."""
+        return self
+
     def baseline_config(self) -> Config:
         """The config users would otherwise run (the untuned default): speed-ups are against it."""
         raise NotImplementedError
 
     def workloads(self) -> list[Workload]:
         raise NotImplementedError
+
+    def axis_rules(self) -> dict[str, Rule]:
+        """What each axis's value may be (:class:`occtune.validate.Rule`): ``--set`` values are
+        checked by it before anything is built. Default: like the axis's default values."""
+        return {axis: rule_like(values) for axis, values in self.axes().items()}
+
+    def workload_rules(self) -> dict[str, Rule]:
+        """What each workload key's value may be; ``--workload`` values (and a family verb's
+        shapes) are checked by it before anything is built. Default: like the first default
+        workload's values, integers positive (a problem size)."""
+        first = next(iter(self.workloads()), {})
+        return {key: rule_like([v], POSITIVE) for key, v in first.items()}
 
     def is_valid(self, config: Config, workload: Workload) -> tuple[bool, str]:
         """Prune impossible (config, workload) pairs before building. (ok, reason)."""
@@ -186,9 +229,11 @@ class Family:
         """Family-specific analytic columns of one config (e.g. top-k's tie capacity)."""
         return {}
 
-    def check_analytic_space(self, configs: list[Config], target: Any) -> None:
-        """Raise a UserError, before anything is compiled, for a space the analytic verdict cannot
-        cover (top-k: budgets at several block sizes, whose blocks per CU do not compare)."""
+    def analytic_space(self, configs: list[Config], target: Any) -> list[Config]:
+        """The configs the analytic verdict covers (default: all); a UserError, before anything is
+        compiled, for a space it cannot cover (top-k: budgets at several block sizes the user asked
+        for, whose blocks per CU do not compare)."""
+        return configs
 
     def check_analytic_result(self, result: Any, target: Any) -> None:
         """Raise a UserError, before anything is written, when the analytic rows

@@ -37,6 +37,27 @@ class Resources:
     compiler_occupancy: int | None = None   # the compiler's own occupancy remark (AMD: waves/SIMD)
 
 
+def max_lds_per_block(target: Target) -> int:
+    """The most LDS / shared memory one workgroup / block may have on ``target`` (NVIDIA: with
+    the opt-in)."""
+    return target.max_lds_per_workgroup if target.is_amd else target.max_shared_per_block_optin
+
+
+def partial_wave_note(target: Target, threads: int) -> str:
+    """Why ``threads`` per block wastes lanes on ``target`` ("" when they are whole waves/warps):
+    the hardware schedules whole waves (AMD) / warps (NVIDIA), so the last one runs part-empty
+    and still takes a slot and its registers, as the model counts it."""
+    width = target.wave_size if target.is_amd else target.warp_size
+    if threads % width == 0:
+        return ""
+    unit = "wave" if target.is_amd else "warp"
+    whole = -(-threads // width)
+    lower = f"{threads - threads % width} or " if threads > width else ""
+    last = f"the last of {whole} {unit}s" if whole > 1 else f"its one {unit}"
+    return (f"{threads} threads are not whole {unit}s of {width} on {target.name}: {last} runs {threads % width} "
+            f"of its {width} lanes and is counted whole; e.g. {lower}{whole * width} threads use every lane")
+
+
 def _counted(res: Resources) -> Resources:
     """``res`` with unknown registers as 0, which the formulas below read as "not limiting"."""
     return replace(res, vgprs=res.vgprs or 0, agprs=res.agprs or 0, sgprs=res.sgprs or 0, regs=res.regs or 0)

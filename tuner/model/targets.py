@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import unicodedata
 from dataclasses import MISSING, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -125,10 +126,21 @@ def load_target(name: str) -> Target:
     targets = all_targets()
     if name in targets:
         return targets[name]
-    known = ", ".join(sorted(targets))
-    close = difflib.get_close_matches(name, list(targets), n=1, cutoff=0.4)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise UserError(f"unknown target {name!r}{hint} Known targets: {known}")
+    close = closest_name(name, list(targets))
+    hint = f"; did you mean {close}?" if close else ""
+    raise UserError(f"unknown target {name!r}; known targets: {', '.join(sorted(targets))}{hint}")
+
+
+def closest_name(name: str, known: list[str]) -> str | None:
+    """The known name ``name`` was probably meant to be: the same text once folded as a keyboard
+    or an input method may have changed it (full-width ``ＧＦＸ９５０``, ``GFX950``), else the
+    closest spelling; None when nothing is close."""
+    folded = unicodedata.normalize("NFKC", str(name)).casefold().strip()
+    exact = [k for k in known if k.casefold() == folded]
+    if exact:
+        return exact[0]
+    close = difflib.get_close_matches(folded, known, n=1, cutoff=0.4)
+    return close[0] if close else None
 
 
 def driver_present(vendor: str | None = None) -> bool:

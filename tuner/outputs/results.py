@@ -194,6 +194,9 @@ def _check_config(config: dict, where: str, key: str) -> None:
 
 
 def load_results(path: str | Path) -> dict:
+    if Path(path).suffix.lower() == ".csv":
+        raise UserError(f"{path}: a CSV, not a results file; pass results/<target>/<family>.yaml (tune report "
+                        "also reads benchmark CSVs)")
     doc = read_yaml(path, "results file")
     if isinstance(doc, dict) and doc.get("schema") == SCHEMA_1:
         doc = upgrade(doc)

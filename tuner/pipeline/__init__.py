@@ -55,17 +55,23 @@ def run_request(req: SweepRequest, family: Any = None):
     from occtune.engine.registry import get_family
 
     family = family if family is not None else get_family(req.family)
-    configs = list(req.configs) if req.configs is not None else default_configs(family)
-    workloads = list(req.workloads) if req.workloads is not None else family.workloads()
     if req.device == "cpu":
-        return timed_run(family, None, configs, workloads, req)
+        return timed_run(family, None, *_space(family, req), req)
     target, local = resolve_target(req.target)
+    family = family.for_target(target)
+    configs, workloads = _space(family, req)
     if req.analytic or not local:
         given = req.timed_flags or tuple(f for f, on in (("--devices", req.run.devices), ("--ray", req.run.ray)) if on)
         check_untimed(given, "--analytic asks for the analytic sweep" if req.analytic
                       else f"no {target.name} GPU is here, so this sweep is analytic")
         return _analytic(family, target, configs, workloads, req)
     return timed_run(family, target, configs, workloads, req)
+
+
+def _space(family, req: SweepRequest) -> tuple[list[dict], list[dict]]:
+    """The request's configs and workloads, else the family's defaults."""
+    configs = list(req.configs) if req.configs is not None else default_configs(family)
+    return configs, list(req.workloads) if req.workloads is not None else family.workloads()
 
 
 def valid_configs(family, configs: list[dict], workloads: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -85,7 +91,7 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
     from occtune.outputs.results import analytic_document, out_folder, results_path, write_results
 
     valid, skipped = valid_configs(family, configs, workloads)
-    family.check_analytic_space(valid, target)
+    valid = family.analytic_space(valid, target)
     with _status(f"compiling {len(valid)} {family.name} configs for {target.name} (cached after the first run)",
                  quiet=req.as_json):
         result = analytic_sweep(family, target, valid)
