@@ -171,10 +171,10 @@ def test_progress_off_a_terminal_prints_plain_lines(capsys):
 def test_progress_lines_are_throttled():
     import io
 
-    from occtune.engine.sweep import _Progress
+    from occtune.output import Progress
 
     out = io.StringIO()
-    with _Progress(True, 5, "x", stream=out, every_s=3600) as bar:
+    with Progress(True, 5, "sweep x", stream=out, every_s=3600) as bar:
         for _ in range(5):
             bar.advance()
     lines = out.getvalue().splitlines()
@@ -183,18 +183,46 @@ def test_progress_lines_are_throttled():
     assert lines[1].startswith("sweep x: 1/5 points (20%)") and "left" in lines[1]
     assert lines[2].startswith("sweep x: 5/5 points (100%)") and len(lines) == 3
     out = io.StringIO()
-    with _Progress(True, 3, "y", stream=out, every_s=0) as bar:
+    with Progress(True, 3, "sweep y", stream=out, every_s=0) as bar:
         for _ in range(3):
             bar.advance()
     assert len(out.getvalue().splitlines()) == 4       # header + every point
     out = io.StringIO()
-    with _Progress(False, 3, "z", stream=out, every_s=0) as bar:   # disabled: silent
+    with Progress(False, 3, "sweep z", stream=out, every_s=0) as bar:   # disabled: silent
         bar.advance()
-    with _Progress(True, 0, "z", stream=out, every_s=0) as bar:    # nothing to do: silent
+    with Progress(True, 0, "sweep z", stream=out, every_s=0) as bar:    # nothing to do: silent
         bar.advance()
-    with _Progress(True, 1, "z", stream=out, every_s=0) as bar:    # extra advances: no 200%
+    with Progress(True, 1, "sweep z", stream=out, every_s=0) as bar:    # extra advances: no 200%
         bar.advance()
         bar.advance()
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and lines[0] == "sweep z: 1 points to measure"
     assert lines[1].startswith("sweep z: 1/1 points (100%)")
+
+
+def test_progress_waits_for_its_delay():
+    """A quick run says nothing; a slow one speaks once its delay has passed, with the steps done
+    by then, and ends on the last step."""
+    import io
+    import time
+
+    from occtune.output import Progress
+
+    out = io.StringIO()
+    kw = dict(stream=out, unit="configs", todo="to compile")
+    with Progress(True, 3, "compiling k for gfx950", delay_s=3600, **kw) as bar:
+        for _ in range(3):
+            bar.advance()
+    assert out.getvalue() == ""
+    with Progress(True, 3, "compiling k for gfx950", delay_s=0.05, **kw) as bar:
+        bar.advance()
+        for _ in range(500):          # wait for the delay to pass (a slow step)
+            if out.getvalue():
+                break
+            time.sleep(0.01)
+        bar.advance()
+        bar.advance()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "compiling k for gfx950: 3 configs to compile"
+    assert lines[1].startswith("compiling k for gfx950: 1/3 configs (33%)")
+    assert lines[-1].startswith("compiling k for gfx950: 3/3 configs (100%)") and len(lines) == 3

@@ -99,12 +99,10 @@ def analytic_rows(target, configs, workloads) -> tuple[list[dict], list[dict]]:
 
 def _analytic(target, configs, workloads, as_json) -> None:
     from occtune.outputs import provenance
-    from occtune.output import console, emit_json, err_console
+    from occtune.output import console, emit_json
 
     wl = _representative(workloads)
-    with err_console.status(f"cross-compiling {len(configs)} configs for {target.name}") if not as_json \
-            else _nullcontext():
-        rows, skipped = analytic_rows(target, configs, workloads)
+    rows, skipped = analytic_rows(target, configs, workloads)     # with progress after a second
     if not rows:
         raise UserError(f"Triton could not compile the RoPE kernel for {target.name} here "
                         f"({skipped[0]['reason'] if skipped else 'no config'}); is Triton's "
@@ -118,14 +116,6 @@ def _analytic(target, configs, workloads, as_json) -> None:
                    "provenance": provenance.collect(target=target.name, target_file=target.path)})
         return
     _print_analytic(target, rows, skipped, wl, label, console)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _print_analytic(target, rows, skipped, wl, label, console) -> None:

@@ -113,7 +113,7 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
                         f"block size (blocks per {'CU' if target.is_amd else 'SM'} are not comparable across "
                         "sizes); give one value, or run on a GPU of this target for the timed sweep, which takes "
                         "several")
-    sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir, as_json)
+    sweep, result = _analytic_sweep(target, profile, sweep, static_lds is not None, out_dir)
     rows, winner, why = result.rows, result.winner, result.why
     if stats is not None and stats.nonfinite_rows:      # say how NaN/inf rows shaped the bound
         why += f"; scores: {stats.nonfinite_note()}"
@@ -131,19 +131,17 @@ def command(target_name, budgets, threads, static_lds, bits, required_context, h
         raise UserError(f"tune topk --target {target.name}: {why}{_other_width_hint(sweep)}; nothing written")
 
 
-def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
+def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir):
     """The family's analytic sweep (occtune.engine.analytic) over the budgets at one width: the
     compiled main kernel's resources per budget, the default capacity bound unless --scores gave
     a measured one, and overflowed rows of timed sweeps under ``out_dir`` (default: results/, where
     timed results go) as refutations."""
-    from contextlib import nullcontext
     from dataclasses import replace
 
-    from occtune.engine.analytic import analytic_sweep
+    from occtune.engine.analytic import analytic_sweep, compile_progress
     from occtune.engine.sweep import default_configs
     from occtune.kernels.topk.analysis import timed_overflows, with_default_bound
     from occtune.kernels.topk.family import TopkFamily
-    from occtune.output import err_console
 
     if sweep.max_candidates is None:
         sweep = with_default_bound(sweep, profile.k)
@@ -152,13 +150,14 @@ def _analytic_sweep(target, profile, sweep, static_lds_given, out_dir, quiet):
                      static_lds=sweep.static_lds if static_lds_given else None)
     configs = default_configs(fam)
     if target.is_amd:      # clang runs as a process per config: compile them side by side (cached on disk)
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor, as_completed
         import os
 
-        with err_console.status(f"compiling topk.cuh for {target.name} ({len(configs)} configs; cached after "
-                                "the first run)") if not quiet else nullcontext():
-            with ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
-                list(pool.map(lambda c: _compiled_or_none(fam, c, target), configs))
+        with compile_progress(f"topk.cuh for {target.name}", len(configs)) as bar, \
+                ThreadPoolExecutor(max(1, min(len(configs), os.cpu_count() or 1))) as pool:
+            for done in as_completed([pool.submit(_compiled_or_none, fam, c, target) for c in configs]):
+                done.result()
+                bar.advance()
     result = analytic_sweep(fam, target, configs)
     _require_every_budget(result, target)
     return sweep, result

@@ -114,11 +114,15 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
 
     def compute():
         from occtune.kernels.topk.ties import tie_stats
+        from occtune.output import Progress
 
         out = {}
-        for fam in families:
-            st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
-            out[fam] = {str(b): st.max_candidates[b] for b in bits}
+        with Progress(True, len(families), f"tie bound: binning {rows} synthetic rows of {length:,} tokens",
+                      delay_s=1.0, unit="families", todo="to bin") as bar:
+            for fam in families:
+                st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
+                out[fam] = {str(b): st.max_candidates[b] for b in bits}
+                bar.advance()
         return out
 
     value = memo("tie-bounds", key, compute)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from occtune.engine.analytic import occupancy_row
+from occtune.engine.analytic import compile_progress, occupancy_row
 from occtune.engine.registry import get_family
 from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
@@ -68,7 +68,11 @@ def command(family_name, sets, targets, as_json):
     if not names:
         raise UserError("--target: give at least one target, e.g. --target gfx950,sm_90")
     tgts = [load_target(n) for n in names]
-    columns = [analyze_one(family, config, t) for t in tgts]
+    with compile_progress(family.name, len(tgts), unit="targets") as bar:
+        columns = []
+        for t in tgts:
+            columns.append(analyze_one(family, config, t))
+            bar.advance()
     if as_json:
         emit_json({"family": family.name, "config": config, "analytic": True, "timed": False,
                    "targets": {c["target"]: c for c in columns}})

@@ -15,6 +15,7 @@ from occtune.build.compiled import llvm_major_of
 from occtune.engine.family import Family
 from occtune.errors import CompileError
 from occtune.model.occupancy import Resources, llvm_amd_occupancy, occupancy
+from occtune.output import Progress
 
 
 @dataclass
@@ -69,20 +70,29 @@ def occupancy_note(target, row: dict) -> str:
     return f"hardware model {hw} waves/SIMD, LLVM {llvm}: " + "; ".join(why)
 
 
+def compile_progress(what: str, n: int, unit: str = "configs") -> Progress:
+    """Progress of compiling ``what`` for ``n`` configs (or targets) on stderr, shown after a
+    second: a run whose resources are cached or shipped stays silent."""
+    return Progress(True, n, f"compiling {what}", delay_s=1.0, unit=unit, todo="to compile")
+
+
 def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResult:
     """Rows for ``configs`` on ``target`` and the family's analytic winner."""
     rows, skipped = [], []
-    for config in configs:
-        try:
-            res = family.resources(config, target)
-        except CompileError as e:
-            skipped.append({"config": dict(config), "reason": f"compile failed: {e}"})
-            continue
-        if res is None:
-            skipped.append({"config": dict(config), "reason": f"no resources for {target.name}"})
-            continue
-        row = occupancy_row(target, config, res)
-        row.update(family.analytic_columns(config, target))
-        rows.append(row)
+    with compile_progress(f"{family.name} for {target.name}", len(configs)) as bar:
+        for config in configs:
+            try:
+                res = family.resources(config, target)
+            except CompileError as e:
+                skipped.append({"config": dict(config), "reason": f"compile failed: {e}"})
+                continue
+            finally:
+                bar.advance()
+            if res is None:
+                skipped.append({"config": dict(config), "reason": f"no resources for {target.name}"})
+                continue
+            row = occupancy_row(target, config, res)
+            row.update(family.analytic_columns(config, target))
+            rows.append(row)
     winner, why = family.select_analytic(rows, target)
     return AnalyticResult(family.name, target.name, rows, winner, why, skipped)
