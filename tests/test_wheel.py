@@ -35,6 +35,7 @@ def test_wheel_has_one_namespace_and_its_data(wheel):
     assert len(families) >= 3
     for name in families:                  # every family folder ships, with no list to edit
         assert f"occtune/kernels/{name}/family.py" in names
+        assert f"occtune/kernels/{name}/precomputed.json" in names     # its default runs' compiled resources
 
 
 def test_installed_wheel_runs_the_main_job(wheel, tmp_path):

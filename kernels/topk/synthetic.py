@@ -106,6 +106,7 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
     from pathlib import Path
 
     from occtune.build.diskcache import memo, source_hash
+    from occtune.kernels.topk import PRECOMPUTED
 
     here = Path(__file__).parent
     code = source_hash("".join((here / f).read_text(encoding="utf-8") for f in ("synthetic.py", "ties.py")))
@@ -125,5 +126,5 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
                 bar.advance()
         return out
 
-    value = memo("tie-bounds", key, compute)
+    value = memo("tie-bounds", key, compute, PRECOMPUTED)
     return {fam: {int(b): int(value[fam][str(b)]) for b in sorted(bits)} for fam in families}
