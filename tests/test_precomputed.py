@@ -85,6 +85,19 @@ def test_a_compile_that_fails_ships_its_error(tmp_path, monkeypatch):
         diskcache.memo("compiled", key, lambda: pytest.fail("compiled again"), table)
 
 
+def test_a_compile_that_timed_out_is_not_recorded(tmp_path, monkeypatch):
+    from occtune.errors import CompileTimeout
+
+    monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+    def slow():
+        raise CompileTimeout("clang took over 600 s: -x hip ...")
+
+    with diskcache.recording() as rec, pytest.raises(CompileTimeout):
+        diskcache.memo("compiled", {"k": 1}, slow, tmp_path / "precomputed.json")
+    assert rec.tables == {}
+
+
 def test_a_missing_or_torn_table_computes(tmp_path, monkeypatch):
     monkeypatch.setenv("OCCTUNE_CACHE_DIR", str(tmp_path / "cache"))
     torn = tmp_path / "torn.json"

@@ -14,8 +14,9 @@ target, compiler version) and, for top-k, the default tie bound keyed by its cod
 with the same compilers (the `amd` extra's clang, the test extra's NVRTC, the installed Triton)
 then compiles nothing for these commands; any other key compiles as before. Run it after changing
 a kernel source, a family's default configs or a compiler: tests/test_precomputed.py fails until
-then, naming this command. A command that exits 2 (a target a family does not support) is
-reported and skipped.
+then, naming this command. A config the compiler refuses is recorded with its error (a compile
+that timed out is not: run the tool again). A command that exits 2 (a target a family does not
+support) is reported and skipped.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from occtune.build.diskcache import memo, source_hash
 from occtune.model.occupancy import Resources
-from occtune.errors import CompileError, NoCompilerError, UserError  # noqa: F401 - re-exported
+from occtune.errors import CompileError, CompileTimeout, NoCompilerError, UserError  # noqa: F401 - re-exported
 from occtune.build.rtc import build_options
 
 NO_COMPILERS_ENV = "OCCTUNE_NO_COMPILERS"
@@ -80,7 +80,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise CompileError(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
+        raise CompileTimeout(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
 
 
 def _version_line(argv: list[str]) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from occtune.errors import CompileError
+from occtune.errors import CompileError, CompileTimeout
 from occtune.fsutil import cache_dir
 
 
@@ -69,6 +69,8 @@ def memo(namespace: str, key: dict, compute: Callable[[], dict], shipped: Path |
         raise NotShipped(f"{Path(shipped).name} has no {namespace} entry for {json.dumps(plain(key), sort_keys=True)}")
     try:
         value = compute()
+    except CompileTimeout:
+        raise               # no verdict: neither cached nor recorded
     except CompileError as e:
         return _seen(shipped, namespace, key, {"error": str(e)})
     _write(path, {"key": key, "value": value})
