@@ -173,6 +173,9 @@ def main(argv=None) -> int:
         print(f"{'differs' if a.check else 'wrote'}: {rel}")
         if not a.check:
             (ROOT / rel).write_text(readme if rel == "README.md" else committed[rel], encoding="utf-8")
+    if not a.check and set(changed) & set(COMMITTED):
+        print("the export golden files read the committed results: OCCTUNE_UPDATE_GOLDEN=1 python3 -m pytest "
+              "tests/test_export.py -k golden, then review their diff")
     if not changed:
         print("README.md examples and committed analytic results are current")
     return 1 if a.check and changed else 0
