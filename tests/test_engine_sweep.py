@@ -226,3 +226,31 @@ def test_progress_waits_for_its_delay():
     assert lines[0] == "compiling k for gfx950: 3 configs to compile"
     assert lines[1].startswith("compiling k for gfx950: 1/3 configs (33%)")
     assert lines[-1].startswith("compiling k for gfx950: 3/3 configs (100%)") and len(lines) == 3
+
+
+def test_compile_progress_is_a_terminal_bar_only(monkeypatch, capsys):
+    """A compile's progress draws a bar on a terminal's stderr once its second has passed; where
+    stderr is not a terminal (a log, a test capturing it) it prints nothing, so an error after it
+    stays one line."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from occtune import output
+    from occtune.engine.analytic import compile_progress
+
+    def slow_run():
+        with compile_progress("topk.cuh for gfx950", 2) as bar:
+            bar._delay = 0.0          # its second has passed
+            bar._show()
+            bar.advance()
+            time.sleep(0.05)
+            bar.advance()
+
+    slow_run()
+    assert capsys.readouterr() == ("", "")       # neither stream: not even stdout
+    screen = io.StringIO()
+    monkeypatch.setattr(output, "err_console", Console(file=screen, force_terminal=True, width=100))
+    slow_run()
+    assert "compiling topk.cuh for gfx950" in screen.getvalue()

@@ -34,15 +34,18 @@ def emit_json(obj) -> None:
 class Progress:
     """Progress of ``total`` steps on stderr: a rich bar with ETA on a terminal; elsewhere (a log
     file, CI, a remote run) a plain line at most every ``every_s`` seconds and at the end, so that
-    a long run shows how far it got even if it is stopped. Shown only once the work has taken
-    ``delay_s`` (a quick run stays silent); silent when disabled or with nothing to do. Lines read
+    a long run shows how far it got even if it is stopped; with ``lines=False`` nothing there (a
+    compile's progress: the one-line error contract holds for captured stderr), and the terminal's
+    bar goes away when done (``transient``). Shown only once the work has taken ``delay_s`` (a
+    quick run stays silent); silent when disabled or with nothing to do. Lines read
     ``LABEL: 5 points to measure`` and ``LABEL: 2/5 points (40%), 3 s, about 4 s left`` (``unit``
     and ``todo`` name the steps)."""
 
     def __init__(self, enabled: bool, total: int, label: str, stream=None, every_s: float = 15.0,
-                 delay_s: float = 0.0, unit: str = "points", todo: str = "to measure"):
+                 delay_s: float = 0.0, unit: str = "points", todo: str = "to measure", lines: bool = True,
+                 transient: bool = False):
         self.enabled, self.total, self.label = enabled and total > 0, total, label
-        self.unit, self.todo = unit, todo
+        self.unit, self.todo, self.lines, self.transient = unit, todo, lines, transient
         self._p = self._task = self._timer = None
         self._stream, self._every, self._delay = stream, float(every_s), float(delay_s)
         self._done, self._t0, self._last, self._shown = 0, 0.0, None, False
@@ -70,6 +73,8 @@ class Progress:
                 if self._p is not None:
                     self._task = self._p.add_task(self.label, total=self.total, completed=self._done)
                 return
+            if self._stream is None and not self.lines:
+                return
             self._stream = self._stream or sys.stderr
             self._line(f"{self.label}: {self.total} {self.unit} {self.todo}")
             if self._done:
@@ -89,9 +94,9 @@ class Progress:
                 self._p.advance(self._task)
                 return
             now = time.perf_counter()
-            if not self._shown or (self._done < self.total and self._last is not None
-                                   and now - self._last < self._every):
-                return
+            if not self._shown or self._stream is None or (self._done < self.total and self._last is not None
+                                                           and now - self._last < self._every):
+                return      # not shown yet, shown nowhere (lines=False off a terminal), or too soon
             self._report(now)
 
     def _report(self, now: float) -> None:
@@ -127,7 +132,7 @@ def _shared_bar(owner: Progress):
     from rich.progress import Progress as Bar
 
     bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-              TextColumn("ETA"), TimeRemainingColumn(), console=err_console, transient=False)
+              TextColumn("ETA"), TimeRemainingColumn(), console=err_console, transient=owner.transient)
     try:
         bar.__enter__()
     except LiveError:

@@ -119,7 +119,7 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
 
         out = {}
         with Progress(True, len(families), f"tie bound: binning {rows} synthetic rows of {length:,} tokens",
-                      delay_s=1.0, unit="families", todo="to bin") as bar:
+                      delay_s=1.0, unit="families", todo="to bin", lines=False, transient=True) as bar:
             for fam in families:
                 st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
                 out[fam] = {str(b): st.max_candidates[b] for b in bits}

@@ -71,9 +71,10 @@ def occupancy_note(target, row: dict) -> str:
 
 
 def compile_progress(what: str, n: int, unit: str = "configs") -> Progress:
-    """Progress of compiling ``what`` for ``n`` configs (or targets) on stderr, shown after a
-    second: a run whose resources are cached or shipped stays silent."""
-    return Progress(True, n, f"compiling {what}", delay_s=1.0, unit=unit, todo="to compile")
+    """Progress of compiling ``what`` for ``n`` configs (or targets): a bar on a terminal's stderr
+    after a second (a run whose resources are cached or shipped stays silent), gone when done."""
+    return Progress(True, n, f"compiling {what}", delay_s=1.0, unit=unit, todo="to compile", lines=False,
+                    transient=True)
 
 
 def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResult:
