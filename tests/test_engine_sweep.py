@@ -171,10 +171,10 @@ def test_progress_off_a_terminal_prints_plain_lines(capsys):
 def test_progress_lines_are_throttled():
     import io
 
-    from occtune.engine.sweep import _Progress
+    from occtune.output import Progress
 
     out = io.StringIO()
-    with _Progress(True, 5, "x", stream=out, every_s=3600) as bar:
+    with Progress(True, 5, "sweep x", stream=out, every_s=3600) as bar:
         for _ in range(5):
             bar.advance()
     lines = out.getvalue().splitlines()
@@ -183,18 +183,74 @@ def test_progress_lines_are_throttled():
     assert lines[1].startswith("sweep x: 1/5 points (20%)") and "left" in lines[1]
     assert lines[2].startswith("sweep x: 5/5 points (100%)") and len(lines) == 3
     out = io.StringIO()
-    with _Progress(True, 3, "y", stream=out, every_s=0) as bar:
+    with Progress(True, 3, "sweep y", stream=out, every_s=0) as bar:
         for _ in range(3):
             bar.advance()
     assert len(out.getvalue().splitlines()) == 4       # header + every point
     out = io.StringIO()
-    with _Progress(False, 3, "z", stream=out, every_s=0) as bar:   # disabled: silent
+    with Progress(False, 3, "sweep z", stream=out, every_s=0) as bar:   # disabled: silent
         bar.advance()
-    with _Progress(True, 0, "z", stream=out, every_s=0) as bar:    # nothing to do: silent
+    with Progress(True, 0, "sweep z", stream=out, every_s=0) as bar:    # nothing to do: silent
         bar.advance()
-    with _Progress(True, 1, "z", stream=out, every_s=0) as bar:    # extra advances: no 200%
+    with Progress(True, 1, "sweep z", stream=out, every_s=0) as bar:    # extra advances: no 200%
         bar.advance()
         bar.advance()
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and lines[0] == "sweep z: 1 points to measure"
     assert lines[1].startswith("sweep z: 1/1 points (100%)")
+
+
+def test_progress_waits_for_its_delay():
+    """A quick run says nothing; a slow one speaks once its delay has passed, with the steps done
+    by then, and ends on the last step."""
+    import io
+    import time
+
+    from occtune.output import Progress
+
+    out = io.StringIO()
+    kw = dict(stream=out, unit="configs", todo="to compile")
+    with Progress(True, 3, "compiling k for gfx950", delay_s=3600, **kw) as bar:
+        for _ in range(3):
+            bar.advance()
+    assert out.getvalue() == ""
+    with Progress(True, 3, "compiling k for gfx950", delay_s=0.05, **kw) as bar:
+        bar.advance()
+        for _ in range(500):          # wait for the delay to pass (a slow step)
+            if out.getvalue():
+                break
+            time.sleep(0.01)
+        bar.advance()
+        bar.advance()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "compiling k for gfx950: 3 configs to compile"
+    assert lines[1].startswith("compiling k for gfx950: 1/3 configs (33%)")
+    assert lines[-1].startswith("compiling k for gfx950: 3/3 configs (100%)") and len(lines) == 3
+
+
+def test_compile_progress_is_a_terminal_bar_only(monkeypatch, capsys):
+    """A compile's progress draws a bar on a terminal's stderr once its second has passed; where
+    stderr is not a terminal (a log, a test capturing it) it prints nothing, so an error after it
+    stays one line."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from occtune import output
+    from occtune.engine.analytic import compile_progress
+
+    def slow_run():
+        with compile_progress("topk.cuh for gfx950", 2) as bar:
+            bar._delay = 0.0          # its second has passed
+            bar._show()
+            bar.advance()
+            time.sleep(0.05)
+            bar.advance()
+
+    slow_run()
+    assert capsys.readouterr() == ("", "")       # neither stream: not even stdout
+    screen = io.StringIO()
+    monkeypatch.setattr(output, "err_console", Console(file=screen, force_terminal=True, width=100))
+    slow_run()
+    assert "compiling topk.cuh for gfx950" in screen.getvalue()

@@ -162,7 +162,7 @@ def test_failed_compile_is_one_error_line_and_nothing_written(tmp_path, capsys, 
     from occtune.build import compiled
     from occtune.engine.family import Resources
 
-    def probe(source, kernel, macros, target, *, threads, name):
+    def probe(source, kernel, macros, target, *, threads, name, shipped=None):
         if failing in (None, macros["SGL_TOPK_DYNAMIC_SMEM_BYTES"]):
             raise compiled.CompileError(f"clang-19 took over 600 s: -x hip --cuda-device-only --offload-arch={target}")
         return Resources(threads=threads, static_lds=6144, vgprs=64, agprs=0, sgprs=32, source="compiled: stub")

@@ -2,6 +2,8 @@
 
 Commands are imported only when invoked, so ``tune occupancy`` never pays for importing torch.
 Every error meant for the user is a :class:`occtune.errors.UserError`: one line, exit code 2.
+The same program installs as ``occtune`` (a name no other package takes: Ray ships a ``tune``)
+and runs as ``python -m occtune``; ``--help`` says so where ``tune`` on PATH is another program.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ def _all_commands() -> dict[str, str]:
 
 
 class LazyGroup(click.Group):
+    def format_epilog(self, ctx, formatter):
+        other = foreign_tune()
+        if other:
+            formatter.write_paragraph()
+            formatter.write_text(f"note: 'tune' on this PATH runs {other}, another program (Ray Tune's, if Ray "
+                                 "is installed): run these commands as 'occtune ...' or 'python3 -m occtune ...'.")
+        super().format_epilog(ctx, formatter)
+
     def list_commands(self, ctx):
         return sorted(k for k, spec in _all_commands().items() if _available(spec))
 
@@ -57,6 +67,29 @@ def _available(spec: str) -> bool:
     return importlib.util.find_spec(spec.split(":")[0]) is not None
 
 
+def foreign_tune() -> str | None:
+    """The path of the ``tune`` on PATH where it is not occtune's (its script does not import
+    ``occtune.cli``), else None (occtune's, or none at all)."""
+    import shutil
+    from pathlib import Path
+
+    found = shutil.which("tune")
+    if found is None:
+        return None
+    try:
+        head = Path(found).read_bytes()[:4096]
+    except OSError:
+        return None
+    return None if b"occtune.cli" in head else found
+
+
+def prog_name() -> str:
+    """``occtune`` when run through that script, else ``tune`` (the documented verb)."""
+    import os
+
+    return "occtune" if os.path.basename(sys.argv[0] or "") == "occtune" else "tune"
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="occtune")
 def cli():
@@ -67,6 +100,9 @@ def cli():
     tune occupancy --target gfx950 --threads 512 --dynamic-lds 40K --static-lds 7K
     tune topk --target gfx950                     LDS-budget sweep of the radix top-k kernel
     tune export results/gfx950/topk.yaml --format header
+
+    Also installed as 'occtune' (the same commands), for where another program's 'tune' comes
+    first on PATH; or run 'python3 -m occtune'.
     """
 
 
@@ -123,7 +159,7 @@ def _run(argv) -> int:
     INTERRUPTED.clear()
     previous = signal.signal(signal.SIGINT, on_interrupt) if _main_thread() else None
     try:
-        rv = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name=prog_name(), standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except UserError as e:
         click.echo(f"error: {e}", err=True)

@@ -16,6 +16,10 @@ class CompileError(UserError):
     it reaches the user as any UserError. Anything else is a bug and propagates."""
 
 
+class CompileTimeout(CompileError):
+    """A compiler that ran out of time: no verdict on the config (a shipped table never records it)."""
+
+
 class NoCompilerError(UserError):
     """No compiler at hand builds for the target: a family may fall back to a stated assumption
     (and must say so), or the user is told what to install."""

@@ -8,11 +8,17 @@ strides, M = 1), integers divisible by 16 marked so. Launch options: num_warps, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from occtune.engine.family import Resources
 
 from .config import PIPE_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
 
 H200_SMS = 132     # the SM count PIPE 8's split is cross-compiled for (the split only changes the epilogue)
+
+# the default runs' compiled resources on every target (tools/precompute.py fp8_gemm)
+PRECOMPUTED = Path(__file__).with_name("precomputed.json")
+
 _TRITON_FP8 = {"float8_e4m3fn": "*fp8e4nv", "float8_e4m3fnuz": "*fp8e4b8"}
 
 
@@ -65,4 +71,4 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
         warps = config["num_warps"]
     opts = {"num_warps": warps, "num_stages": config["num_stages"]}
     opts.update({k: config[k] for k in amd_keys(target)})
-    return triton_resources(fn, sig, cx, attrs, target=target, options=opts)
+    return triton_resources(fn, sig, cx, attrs, target=target, options=opts, shipped=PRECOMPUTED)

@@ -9,6 +9,8 @@ decides vectorisation and hence the register count.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from occtune.build.compiled import triton_resources
 from occtune.build.tritonxc import compilable_module, launcher_signature
 from occtune.engine.family import Resources
@@ -19,6 +21,9 @@ from .kernels import NOT_SPECIALISED
 # DeepSeek-V4's output rope: bf16 [8192, 128, 64] slice of a [8192, 128, 512] tensor, inverse.
 DEFAULT_WORKLOAD = {"T": 8192, "H": 128, "D": 64, "head_dim": 512, "dtype": "bf16",
                     "inverse": True, "positions": True}
+
+# the default runs' compiled resources on every target (tools/precompute.py rope)
+PRECOMPUTED = Path(__file__).with_name("precomputed.json")
 
 _TYPES = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 
@@ -44,4 +49,5 @@ def compiled_resources(config: dict, target_name: str, workload: dict | None = N
     cfg = validate_config(config)
     sig, cx, attrs = _signature({**DEFAULT_WORKLOAD, **(workload or {})}, cfg)
     fn = compilable_module(kernels, "rope_flat_kernel").VARIANTS[cfg["variant"]][0]
-    return triton_resources(fn, sig, cx, attrs, target=target_name, options={"num_warps": cfg["num_warps"]})
+    return triton_resources(fn, sig, cx, attrs, target=target_name, options={"num_warps": cfg["num_warps"]},
+                            shipped=PRECOMPUTED)

@@ -34,6 +34,8 @@ from occtune.outputs.tuned import tuned_config
 from occtune.validate import SIZE, Rule
 
 SOURCE_PATH = Path(__file__).with_name("topk.cuh")
+# the default runs' compiled resources and tie bound on every target (tools/precompute.py topk)
+PRECOMPUTED = Path(__file__).with_name("precomputed.json")
 KERNEL_NAME = "topk_transform_kernel"
 SPLIT_KERNEL_NAME = "topk_split_keep_kernel"
 CLUSTER_KERNEL_NAME = "topk_cluster_kernel"

@@ -170,7 +170,7 @@ class TopkFamily(Family):
                                     f"({most} B per {'workgroup' if target.is_amd else 'block'})")
         try:
             res = probe(tk.read_source(), tk.KERNEL_NAME, self.macros(config), target.name, threads=threads,
-                        name=tk.SOURCE_PATH.name)
+                        name=tk.SOURCE_PATH.name, shipped=tk.PRECOMPUTED)
         except compiled.NoCompilerError as e:
             static = self.static_lds if self.static_lds is not None else self._profile_static_lds()
             return Resources(threads=threads, static_lds=static, dynamic_lds=budget,

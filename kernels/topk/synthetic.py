@@ -106,6 +106,7 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
     from pathlib import Path
 
     from occtune.build.diskcache import memo, source_hash
+    from occtune.kernels.topk import PRECOMPUTED
 
     here = Path(__file__).parent
     code = source_hash("".join((here / f).read_text(encoding="utf-8") for f in ("synthetic.py", "ties.py")))
@@ -114,12 +115,16 @@ def bound_candidates(length: int, k: int, bits=(8, 12), families=BOUND_FAMILIES,
 
     def compute():
         from occtune.kernels.topk.ties import tie_stats
+        from occtune.output import Progress
 
         out = {}
-        for fam in families:
-            st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
-            out[fam] = {str(b): st.max_candidates[b] for b in bits}
+        with Progress(True, len(families), f"tie bound: binning {rows} synthetic rows of {length:,} tokens",
+                      delay_s=1.0, unit="families", todo="to bin", lines=False, transient=True) as bar:
+            for fam in families:
+                st = tie_stats(synthetic_scores(fam, rows, length, seed), bits=tuple(bits), k=k)
+                out[fam] = {str(b): st.max_candidates[b] for b in bits}
+                bar.advance()
         return out
 
-    value = memo("tie-bounds", key, compute)
+    value = memo("tie-bounds", key, compute, PRECOMPUTED)
     return {fam: {int(b): int(value[fam][str(b)]) for b in sorted(bits)} for fam in families}

@@ -17,7 +17,8 @@ compiled it:
   :mod:`occtune.build.tritonxc` (AMD numbers from the ``.amdgcn`` text, NVIDIA from ``cuobjdump``).
 
 Results are cached on disk (:mod:`occtune.build.diskcache`, namespace ``compiled``) by (source hash,
-macros, target, compiler version). Errors (:mod:`occtune.errors`): :class:`NoCompilerError` when
+macros, target, compiler version); ``shipped=`` names the family's table of precomputed results
+(read where the whole key matches: a fresh machine compiles nothing for the default configs). Errors (:mod:`occtune.errors`): :class:`NoCompilerError` when
 nothing here can build for the target (callers may fall back to an assumption, and must say so);
 :class:`CompileError` when a compiler ran and failed (one line: compiler, target, first error).
 ``$OCCTUNE_NO_COMPILERS=1`` hides every compiler, to see what changes without them.
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from occtune.build.diskcache import memo, source_hash
 from occtune.model.occupancy import Resources
-from occtune.errors import CompileError, NoCompilerError, UserError  # noqa: F401 - re-exported
+from occtune.errors import CompileError, CompileTimeout, NoCompilerError, UserError  # noqa: F401 - re-exported
 from occtune.build.rtc import build_options
 
 NO_COMPILERS_ENV = "OCCTUNE_NO_COMPILERS"
@@ -79,7 +80,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise CompileError(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
+        raise CompileTimeout(f"{Path(argv[0]).name} took over {COMPILE_TIMEOUT_S} s: {' '.join(argv[1:6])} ...") from None
 
 
 def _version_line(argv: list[str]) -> str:
@@ -168,7 +169,8 @@ def _clang_build(compiler: Compiler, source: str, name: str, target: str, macros
     return kernels
 
 
-def compile_hip(source: str, target: str, macros: dict, name: str = "kernel.hip") -> tuple[Compiler, dict]:
+def compile_hip(source: str, target: str, macros: dict, name: str = "kernel.hip",
+                shipped: Path | None = None) -> tuple[Compiler, dict]:
     """Every kernel's remarks for ``source`` compiled device-only for ``target`` by the newest clang
     that knows it: (compiler, {kernel: {sgprs, vgprs, agprs, scratch, occupancy, sgpr_spill,
     vgpr_spill, lds}})."""
@@ -179,7 +181,7 @@ def compile_hip(source: str, target: str, macros: dict, name: str = "kernel.hip"
         key = {"probe": "hip", "source": source_hash(source), "name": name, "macros": dict(macros),
                "target": target, "compiler": comp.ident}
         try:
-            return comp, memo("compiled", key, lambda: _clang_build(comp, source, name, target, macros))
+            return comp, memo("compiled", key, lambda: _clang_build(comp, source, name, target, macros), shipped)
         except _Unsupported:
             tried.append(f"clang {comp.version}")
     why = f"{', '.join(tried)} cannot target {target}" if tried else "no clang with the AMDGPU backend found"
@@ -188,10 +190,10 @@ def compile_hip(source: str, target: str, macros: dict, name: str = "kernel.hip"
 
 
 def hip_resources(source: str, kernel: str, macros: dict, target: str, *, threads: int,
-                  name: str = "kernel.hip") -> Resources:
+                  name: str = "kernel.hip", shipped: Path | None = None) -> Resources:
     """Per-block resources of ``kernel`` compiled for ``target`` (AMD); dynamic LDS is the
     caller's (the compiler does not see it)."""
-    comp, kernels = compile_hip(source, target, macros, name)
+    comp, kernels = compile_hip(source, target, macros, name, shipped)
     if kernel not in kernels:
         raise CompileError(f"clang {comp.version} built {name} for {target} without a kernel {kernel!r} "
                             f"(found: {', '.join(kernels)})")
@@ -300,7 +302,8 @@ def _nvcc_build(compiler: Compiler, source: str, name: str, target: str, macros:
     return parse_ptxas(p.stdout + p.stderr)
 
 
-def compile_cuda(source: str, target: str, macros: dict, name: str = "kernel.cu") -> tuple[Compiler, dict]:
+def compile_cuda(source: str, target: str, macros: dict, name: str = "kernel.cu",
+                 shipped: Path | None = None) -> tuple[Compiler, dict]:
     """Every kernel's ptxas figures for ``source`` compiled for ``target`` (``sm_90``):
     (compiler, {kernel: {regs, smem, stack, spill_stores}})."""
     if not re.fullmatch(r"sm_\d+a?", target):
@@ -314,14 +317,14 @@ def compile_cuda(source: str, target: str, macros: dict, name: str = "kernel.cu"
            "target": target, "compiler": comp.ident}
     build = (lambda: _nvrtc_build(source, name, target, macros)) if comp.kind == "nvrtc" else \
         (lambda: _nvcc_build(comp, source, name, target, macros))
-    return comp, memo("compiled", key, build)
+    return comp, memo("compiled", key, build, shipped)
 
 
 def cuda_resources(source: str, kernel: str, macros: dict, target: str, *, threads: int,
-                   name: str = "kernel.cu") -> Resources:
+                   name: str = "kernel.cu", shipped: Path | None = None) -> Resources:
     """Per-block resources of ``kernel`` compiled for ``target`` (NVIDIA); dynamic shared memory
     is the caller's."""
-    comp, kernels = compile_cuda(source, target, macros, name)
+    comp, kernels = compile_cuda(source, target, macros, name, shipped)
     if kernel not in kernels:
         raise CompileError(f"{comp.kind} {comp.version} built {name} for {target} without a kernel "
                             f"{kernel!r} (found: {', '.join(kernels)})")
@@ -385,7 +388,7 @@ def _triton_build(fn, signature: dict, constexprs: dict, attrs: dict, target: st
 
 
 def triton_resources(fn, signature: dict, constexprs: dict, attrs: dict, *, target: str,
-                     options: dict) -> Resources:
+                     options: dict, shipped: Path | None = None) -> Resources:
     """Per-block resources of a Triton kernel (a ``JITFunction``: see
     :func:`occtune.build.tritonxc.compilable_module`) compiled for ``target`` with the specialisation its
     launcher would make and launch ``options`` (num_warps, num_stages, ...), through
@@ -401,7 +404,7 @@ def triton_resources(fn, signature: dict, constexprs: dict, attrs: dict, *, targ
     key = {"probe": "triton", "fn": fn.cache_key, "signature": signature, "constexprs": constexprs,
            "attrs": sorted((str(k), str(v)) for k, v in attrs.items()), "options": options,
            "target": target, "compiler": comp.ident}
-    i = memo("compiled", key, lambda: _triton_build(fn, signature, constexprs, attrs, target, options))
+    i = memo("compiled", key, lambda: _triton_build(fn, signature, constexprs, attrs, target, options), shipped)
     return Resources(threads=i["threads"], static_lds=i.get("lds", i.get("static_shared", 0)),
                      dynamic_lds=i["shared"], regs=i.get("regs"), vgprs=i.get("vgprs"), agprs=i.get("agprs"),
                      sgprs=i.get("sgprs"), scratch_bytes=i.get("scratch"), source=comp.label(target),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from occtune.engine.analytic import occupancy_row
+from occtune.engine.analytic import compile_progress, occupancy_row
 from occtune.engine.registry import get_family
 from occtune.errors import CompileError, NoCompilerError, UserError
 from occtune.output import console, emit_json
@@ -64,7 +64,11 @@ def command(family_name, sets, targets, as_json):
     tgts = [load_target(n) for n in names]
     fams = [family.for_target(t) for t in tgts]       # a family's axes may differ per target
     configs = [parse_sets(f, sets, tuple(fams)) for f in fams]
-    columns = [analyze_one(f, c, t) for f, c, t in zip(fams, configs, tgts)]
+    with compile_progress(family.name, len(tgts), unit="targets") as bar:
+        columns = []
+        for f, c, t in zip(fams, configs, tgts):
+            columns.append(analyze_one(f, c, t))
+            bar.advance()
     config = shared_config(configs)
     if as_json:
         emit_json({"family": family.name, "config": config, "analytic": True, "timed": False,

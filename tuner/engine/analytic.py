@@ -16,6 +16,7 @@ from occtune.build.compiled import llvm_major_of
 from occtune.engine.family import Family
 from occtune.errors import CompileError
 from occtune.model.occupancy import Resources, llvm_amd_occupancy, occupancy
+from occtune.output import Progress
 
 
 @dataclass
@@ -71,10 +72,19 @@ def occupancy_note(target, row: dict) -> str:
     return f"hardware model {hw} waves/SIMD, LLVM {llvm}: " + "; ".join(why)
 
 
+def compile_progress(what: str, n: int, unit: str = "configs") -> Progress:
+    """Progress of compiling ``what`` for ``n`` configs (or targets): a bar on a terminal's stderr
+    after a second (a run whose resources are cached or shipped stays silent), gone when done."""
+    return Progress(True, n, f"compiling {what}", delay_s=1.0, unit=unit, todo="to compile", lines=False,
+                    transient=True)
+
+
 def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResult:
     """Rows for ``configs`` on ``target`` and the family's analytic verdict."""
     rows, skipped = [], []
-    for config, res in zip(configs, _resources(family, target, configs)):
+    with compile_progress(f"{family.name} for {target.name}", len(configs)) as bar:
+        resources = _resources(family, target, configs, bar.advance)
+    for config, res in zip(configs, resources):
         if isinstance(res, CompileError):
             skipped.append({"config": dict(config), "reason": f"compile failed: {res}"})
             continue
@@ -89,13 +99,16 @@ def analytic_sweep(family: Family, target, configs: list[dict]) -> AnalyticResul
     return AnalyticResult(family.name, target.name, rows, winner if ranked else None, why, skipped, ranked)
 
 
-def _resources(family: Family, target, configs: list[dict]) -> list:
-    """Each config's resources (None, or the CompileError), on ``family.resources_workers`` threads."""
+def _resources(family: Family, target, configs: list[dict], done=lambda: None) -> list:
+    """Each config's resources (None, or the CompileError), on ``family.resources_workers`` threads;
+    ``done()`` after each (a progress bar's advance)."""
     def one(config):
         try:
             return family.resources(config, target)
         except CompileError as e:
             return e
+        finally:
+            done()
 
     workers = max(1, min(len(configs), int(family.resources_workers(target))))
     if workers == 1:

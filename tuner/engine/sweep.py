@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ from occtune.engine.family import Family, key_of
 from occtune.engine.options import RunOptions
 from occtune.engine.phases import PhaseClock, phase
 from occtune.engine.workunit import Runner, WorkUnit, family_ref, point
+from occtune.output import Progress
 
 _RETRYABLE = ("timeout", "crashed")
 
@@ -174,7 +174,7 @@ def run_sweep(family: Family, configs: list[dict] | None = None, workloads: list
         with clock.running(), phase("compile"):
             prebuild_in_processes(family, [(u.config, u.workloads) for u in units],
                                   (options.devices or [device])[0])
-    with _Progress(progress, n_todo, name) as bar:
+    with Progress(progress, n_todo, f"sweep {name}") as bar:
         if options.ray:
             from occtune.engine.ray_backend import RayPool
 
@@ -299,62 +299,3 @@ def _finish(rec: dict, family, hooks: SweepHooks, notes: dict) -> dict:
                 rec["pct_of_floor"] = float(f"{100.0 * floor_us / t['median_us']:.4g}")
     rec.update(notes.get(key_of(rec["config"])) or {})
     return rec
-
-
-class _Progress:
-    """Progress on stderr (no-op when disabled or nothing to do): a rich bar with ETA on a
-    terminal; elsewhere (a log file, CI, a remote run) a plain line at most every ``every_s``
-    seconds and at the end, so that a long sweep shows how far it got even if it is stopped."""
-
-    def __init__(self, enabled: bool, total: int, label: str, stream=None, every_s: float = 15.0):
-        self.enabled, self.total, self.label = enabled and total > 0, total, label
-        self._p = self._task = None
-        self._stream, self._every = stream, float(every_s)
-        self._done, self._t0, self._last = 0, 0.0, None
-
-    def __enter__(self):
-        if not self.enabled:
-            return self
-        from occtune.output import err_console
-
-        if self._stream is None and err_console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
-
-            self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                               console=err_console, transient=False)
-            self._p.__enter__()
-            self._task = self._p.add_task(f"sweep {self.label}", total=self.total)
-        else:
-            self._stream = self._stream or sys.stderr
-            self._t0 = time.perf_counter()
-            self._line(f"sweep {self.label}: {self.total} points to measure")
-        return self
-
-    def _line(self, text: str) -> None:
-        print(text, file=self._stream, flush=True)
-
-    def advance(self) -> None:
-        if not self.enabled:
-            return
-        if self._p is not None:
-            self._p.advance(self._task)
-            return
-        if self._done >= self.total:      # more points than announced: nothing more to say
-            return
-        self._done += 1
-        now = time.perf_counter()
-        if self._done < self.total and self._last is not None and now - self._last < self._every:
-            return
-        self._last = now
-        el = now - self._t0
-        left = el / self._done * (self.total - self._done)
-        eta = f", about {left:.0f} s left" if self._done < self.total else ""
-        self._line(f"sweep {self.label}: {self._done}/{self.total} points "
-                   f"({100 * self._done // self.total}%), {el:.0f} s{eta}")
-
-    def __exit__(self, *exc):
-        if self._p is not None:
-            self._p.__exit__(*exc)
-        return False

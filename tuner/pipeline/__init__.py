@@ -92,9 +92,7 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
 
     valid, skipped = valid_configs(family, configs, workloads)
     valid = family.analytic_space(valid, target)
-    with _status(f"compiling {len(valid)} {family.name} configs for {target.name} (cached after the first run)",
-                 quiet=req.as_json):
-        result = analytic_sweep(family, target, valid)
+    result = analytic_sweep(family, target, valid)       # a progress bar on a terminal past a second
     family.check_analytic_result(result, target)
     result.skipped = skipped + result.skipped
     if not result.rows:
@@ -115,15 +113,6 @@ def _analytic(family, target, configs, workloads, req: SweepRequest):
     if refused:
         raise UserError(f"no winner for {family.name} on {target.name}: {result.why}; nothing written")
     return result
-
-
-def _status(text: str, quiet: bool):
-    """A spinner on stderr while the configs compile (nothing with --json or off a terminal)."""
-    from contextlib import nullcontext
-
-    from occtune.output import err_console
-
-    return nullcontext() if quiet else err_console.status(text)
 
 
 def timed_run(family, target, configs, workloads, req: SweepRequest, device: str | None = None):
