@@ -485,3 +485,16 @@ def test_wgmma_persistent_grid_comes_from_the_compiled_kernels_occupancy():
     assert blocks_per_sm("sm_90", kernel(8, 163872, 228)) == 1      # 128 x 128, 4 stages: shared memory
     assert blocks_per_sm("sm_90", kernel(4, 90136, 231)) == 2       # 64 x 128, 3 stages: registers
     assert blocks_per_sm("sm_90", kernel(4, 40000, 64)) > 2
+
+
+@pytest.mark.parametrize("verb", [("fp8-gemm",), ("sweep", "fp8_gemm"), ("analyze", "fp8_gemm")])
+def test_a_target_without_fp8_is_one_line_before_any_compile(capsys, monkeypatch, verb):
+    """sm_80 has no e4m3 tensor cores: every verb says so in one line, not Triton's 'at 1:0:' per config."""
+    from clihelp import check_user_error, run_main
+    from occtune.build import compiled
+
+    def compile_called(*args, **kwargs):
+        raise AssertionError("compiled, but the target should have been refused first")
+
+    monkeypatch.setattr(compiled, "triton_resources", compile_called)
+    check_user_error(run_main(capsys, *verb, "--target", "sm_80"), "sm_80 has no fp8", "sm_89")

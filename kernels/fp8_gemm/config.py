@@ -95,6 +95,16 @@ def validate_config(config, target: str, backends=None) -> dict:
     return dict(config)
 
 
+def target_problem(target: str) -> str:
+    """Why no fp8 GEMM runs on ``target`` ('' when one can): NVIDIA's e4m3 tensor cores (and Triton's
+    fp8e4nv type) start at sm_89 (Ada; Hopper and Blackwell have them too)."""
+    t = str(target)
+    if t.startswith("sm_") and t[3:].rstrip("af").isdigit() and int(t[3:].rstrip("af")) < 89:
+        return (f"{t} has no fp8 (e4m3) tensor cores, which start at sm_89; "
+                "pick an fp8 target, e.g. --target sm_90 or gfx950")
+    return ""
+
+
 def config_problem(config: dict, target: str) -> str:
     """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
     one 128-column scale group; TMA loads (PIPE 1-7) exist on NVIDIA sm_90 and later only, the

@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from occtune.engine.family import CheckResult, Family, Resources, key_of
+from occtune.errors import UserError
 from occtune.model.targets import local_target
 
 from .backends import BACKENDS, availability, prepare, runner
 from .config import (PIPES_WGMMA, TRITON_KEYS, amd_keys, baseline_config, config_problem, fp8_dtype_name, is_amd,
-                     library_config, load_profile, triton_values, validate_config, wgmma_problem, workload)
+                     library_config, load_profile, target_problem, triton_values, validate_config, wgmma_problem,
+                     workload)
 
 CHECK_ROWS = 256
 
@@ -143,6 +145,8 @@ class Fp8GemmFamily(Family):
         """The family on ``target``: its AMD-only axes, fp8 type and vendor backends (the
         backends given to this one, else the profile's of that vendor)."""
         name = getattr(target, "name", target)
+        if target_problem(name):
+            raise UserError(f"fp8_gemm: {target_problem(name)}")
         if name == self.target:
             return self
         return Fp8GemmFamily(**{**self.init_kwargs, "target": name, "backends": self._backends_given})
@@ -180,8 +184,6 @@ class Fp8GemmFamily(Family):
         return {k: POSITIVE for k in ("M", "N", "K")}
 
     def is_valid(self, config: dict, workload: dict) -> tuple[bool, str]:
-        from occtune.errors import UserError
-
         try:
             c = validate_config(config, self.target, self.backends)
         except UserError as e:
