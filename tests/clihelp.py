@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent          # tests/: these helpers, the doubles, data/
+REPO = TESTS.parent
 
 
 def tune(*args, cwd=None, env=None):

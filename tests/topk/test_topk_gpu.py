@@ -1,7 +1,7 @@
 """GPU exactness tests of the radix top-k kernel (kernels/topk/topk.cuh), checked on the CPU
 with the tie-aware reference. Run on a GPU machine:
 
-    python3 -m pytest -q tests/gpu/test_topk_gpu.py
+    python3 -m pytest -q tests/topk/test_topk_gpu.py
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ pointers on every call, CUDA graph capture and exact replay on new inputs (every
 per row, cluster, split kernel; ragged lengths), the caller's own output buffer (out=), and torch.ops.occtune.topk under
 torch.compile(fullgraph=True) and inside a captured graph. Exactness is the tie-aware CPU check.
 
-    python3 -m pytest -q tests/gpu/test_topk_serving_gpu.py
+    python3 -m pytest -q tests/topk/test_topk_serving_gpu.py
 """
 
 from __future__ import annotations

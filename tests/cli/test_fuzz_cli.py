@@ -26,6 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clihelp import REPO
 from occtune.cli import main
 from occtune.outputs.results import load_results
 from occtune.model.targets import all_targets, driver_present, targets_dir
@@ -85,7 +86,7 @@ def snapshot(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-TIMED = Path(__file__).resolve().parent.parent / "results" / "sm_90" / "topk.yaml"   # committed, GPU-timed
+TIMED = REPO / "results" / "sm_90" / "topk.yaml"   # committed, GPU-timed
 
 
 def check(args, results: Path | None = None, env=None):

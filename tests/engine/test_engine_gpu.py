@@ -1,6 +1,6 @@
 """The engine's timer and sweep on a real GPU (skipped elsewhere). On the GPU machine:
 
-    python3 -m pytest -q tests/test_engine_gpu.py
+    python3 -m pytest -q tests/engine/test_engine_gpu.py
 """
 
 from __future__ import annotations

@@ -8,16 +8,15 @@ LLVM, clang-19 HIP). NVIDIA: tests/data/occupancy_nvidia.yaml, the driver's
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
+from clihelp import TESTS
 from occtune.model.occupancy import (Resources, amd_occupancy, amd_waves_by_sgprs, amd_waves_by_vgprs,
                              llvm_amd_occupancy, occupancy)
 from occtune.model.targets import load_target
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = TESTS / "data"
 
 
 def _load(name: str) -> dict | None:

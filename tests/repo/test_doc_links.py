@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from clihelp import REPO
+
 TOP = ("benchmarks/", "docs/", "examples/", "kernels/", "profiles/", "results/", "scripts/", "tests/",
        "tools/", "tuner/")
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

@@ -8,15 +8,14 @@ import json
 import os
 import shlex
 import types
-from pathlib import Path
 
 import pytest
 import yaml
 
-from clihelp import REPO, assert_user_error
+from clihelp import REPO, TESTS, assert_user_error
 from occtune.cli import main
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "export"
+GOLDEN = TESTS / "data" / "golden" / "export"
 TOPK = ["results/gfx942/topk.yaml", "results/gfx950/topk.yaml", "results/sm_90/topk.yaml"]
 ROPE = "results/sm_90/rope.yaml"
 

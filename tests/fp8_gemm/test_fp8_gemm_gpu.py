@@ -1,7 +1,7 @@
 """GPU tests of the FP8 block-scaled GEMM family: every backend against the float64 reference on
 the seed's awkward shapes, and one small sweep through the engine. Run on a GPU machine:
 
-    python3 -m pytest -q -rs tests/gpu/test_fp8_gemm_gpu.py
+    python3 -m pytest -q -rs tests/fp8_gemm/test_fp8_gemm_gpu.py
 
 A library that cannot run here is skipped *with the probe's reason* (``-rs`` prints it), e.g.
 ``deep_gemm missing: ModuleNotFoundError: No module named 'deep_gemm'``.

@@ -3,7 +3,7 @@ against the CPU check, warm() compiling what the launches then use (top-k derive
 RoPE's Triton specialisations), NVRTC binaries loaded from disk, adaptive event timing, and a
 small sweep of each family with its phases. On the GPU machine, before benchmarks/sweep_speed.py:
 
-    python3 -m pytest -q tests/gpu/test_engine_fast_gpu.py
+    python3 -m pytest -q tests/engine/test_engine_fast_gpu.py
 """
 
 from __future__ import annotations
@@ -126,10 +126,6 @@ def test_small_sweep_of_each_family_reports_its_phases(family):
 def test_two_gpus_pin_one_worker_each():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # tests/: the doubles
     from doubles import AxpyFamily, FakeTimer
 
     res = run_sweep(AxpyFamily(sizes=(1 << 20,)), device="cuda", timer=FakeTimer(), progress=False,

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "tuner"
+from clihelp import REPO
+
+PACKAGE = REPO / "tuner"
 LAYERS = ["foundation", "model", "build", "engine", "outputs", "pipeline", "commands"]
 FOUNDATION = {"errors", "units", "validate", "fsutil", "output", "__init__"}
 TOP = {"cli", "__main__"}          # the entry point: may import anything

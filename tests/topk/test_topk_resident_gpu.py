@@ -2,7 +2,7 @@
 blocks' LDS, one block a row or a row spread over several blocks that merge in a workspace.
 Exactness is the tie-aware reference; counts and flags as predicted; eager and in captured graphs.
 
-    python3 -m pytest -q tests/gpu/test_topk_resident_gpu.py
+    python3 -m pytest -q tests/topk/test_topk_resident_gpu.py
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import re
 import shutil
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from clihelp import REPO
+
 COLUMNS = ("file", "what", "command", "revision", "hardware", "date")
 
 

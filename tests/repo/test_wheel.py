@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from clihelp import REPO
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_wheel_has_one_namespace_and_its_data(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"occtune"}
-    for need in ("occtune/kernels/topk/topk.cuh", "occtune/kernels/topk/profile.yaml", "occtune/native_launch.c",
+    for need in ("occtune/kernels/topk/topk.cuh", "occtune/kernels/topk/profile.yaml", "occtune/build/native_launch.c",
                  "occtune/profiles/targets/gfx950.yaml"):
         assert need in names
     families = [p.name for p in (REPO / "kernels").iterdir() if (p / "family.py").is_file()]

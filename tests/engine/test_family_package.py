@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from clihelp import REPO
+
 
 TOY = textwrap.dedent('''
     """A toy family: y = alpha * x, one Triton kernel, two axes (BLOCK, num_warps)."""

@@ -26,10 +26,10 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 from occtune.engine.options import RunOptions  # noqa: E402
 from occtune.engine.sweep import run_sweep  # noqa: E402
+from clihelp import TESTS  # noqa: E402
 from doubles import FakeTimer, FaultFamily  # noqa: E402
 
 pytestmark = pytest.mark.ray
-TESTS = Path(__file__).resolve().parent
 
 
 def _free_ports(n: int) -> list[int]:
