@@ -35,8 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))       # host_probe, read_probe
+from harness import graph_of, refuse
 
 
 def parse_args(argv=None):
@@ -86,7 +85,6 @@ def timed(timer, fn, device, graph: bool):
     if not graph:
         return timer(fn, context={"device": str(device)})
     import torch
-    from host_probe import graph_of
 
     g = graph_of(torch, fn)
     try:
@@ -391,7 +389,7 @@ def _target_name(args):
         return "sm_90"
     det = detect()
     if det["target"] is None or not torch.cuda.is_available():
-        print(f"error: needs a GPU of a known target (found: {det['device']})", file=sys.stderr)
+        refuse(f"needs a GPU of a known target (found: {det['device']})")
         return None
     return det["target"]
 
@@ -413,17 +411,29 @@ def _measure(args, fam, workloads, timer, graph: bool):
     return rows, probes
 
 
-def main(argv=None) -> int:
-    from occtune.outputs import provenance
-    from occtune.engine.bench import BenchTimer
-    from occtune.fsutil import atomic_write_text
-    from occtune.kernels.fp8_gemm import allowlist
-    from occtune.kernels.fp8_gemm.backends import availability
-    from occtune.kernels.fp8_gemm.cli import _f, parse_backends, parse_shapes, parse_triton
+def _problem(args, name: str):
+    """(target, workloads, family) of the options (a UserError names a bad one)."""
+    from occtune.kernels.fp8_gemm.cli import parse_backends, parse_shapes, parse_triton
     from occtune.kernels.fp8_gemm.config import load_profile
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily
     from occtune.model.targets import load_target
     from occtune.units import parse_int_list
+
+    target = load_target(name)
+    workloads = load_profile().workloads(parse_shapes(args.shapes), parse_int_list(args.m, "--m") if args.m else None)
+    fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(args.backends, target.vendor),
+                        triton_configs=parse_triton(args.triton, target.name))
+    return target, workloads, fam
+
+
+def main(argv=None) -> int:
+    from occtune.outputs import provenance
+    from occtune.engine.bench import BenchTimer
+    from occtune.errors import UserError
+    from occtune.fsutil import atomic_write_text
+    from occtune.kernels.fp8_gemm import allowlist
+    from occtune.kernels.fp8_gemm.backends import availability
+    from occtune.kernels.fp8_gemm.cli import _f
 
     args = parse_args(argv)
     if args.smoke_config:
@@ -431,10 +441,10 @@ def main(argv=None) -> int:
     name = _target_name(args)
     if name is None:
         return 2
-    target = load_target(name)
-    workloads = load_profile().workloads(parse_shapes(args.shapes), parse_int_list(args.m, "--m") if args.m else None)
-    fam = Fp8GemmFamily(workloads, target=target.name, backends=parse_backends(args.backends, target.vendor),
-                        triton_configs=parse_triton(args.triton, target.name))
+    try:
+        target, workloads, fam = _problem(args, name)
+    except UserError as e:
+        return refuse(e)
     avail = {b: availability(b, args.device, fam.fp8) for b in fam.backends if b != "triton"}
     for b, a in avail.items():
         log(f"backend {b}: {'available ' + str({k: v for k, v in a.detail.items() if k != 'tried'}) if a.ok else a.reason}")

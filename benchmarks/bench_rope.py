@@ -31,14 +31,12 @@ layout of the rope columns, not a different kernel.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
-from pathlib import Path
 
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import check_csv, copy_bandwidth, gpu_missing, provenance, refuse, write_csv
 
 
 @triton.jit
@@ -59,7 +57,8 @@ STRIDED_COPY_SHAPES = ((16, 1), (32, 1), (64, 4), (128, 4))
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=None, help="CSV to write (default: print only)")
+    p.add_argument("--out", default=None, help="CSV to write, or to add this run's rows to (harness.write_csv; "
+                                               "default: print only)")
     p.add_argument("--tokens", default="1,64,1024,8192,32768")
     p.add_argument("--variants", default="token,batched,tile,flat,heads")
     p.add_argument("--block-m", default="8,16,32,64,128")
@@ -69,31 +68,29 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def ints(text):
-    return [int(t) for t in text.split(",") if t.strip()]
+def read_lists(args) -> None:
+    """The list options as lists of ints, and --out checked, before anything is measured (a
+    UserError names a bad one)."""
+    from occtune.units import parse_int_list
+
+    for name in ("tokens", "block_m", "num_warps"):
+        setattr(args, name, parse_int_list(getattr(args, name), "--" + name.replace("_", "-")))
+    if args.out:
+        check_csv(args.out, KEY)
 
 
-TIMER = "occtune.engine.bench.measure (the tuner's own timer): L2 flushed before every run, events; " \
+TIMER = "occtune.engine.bench.BenchTimer (the tuner's own timer): L2 flushed before every run, events; " \
         "at T=1 a CUDA graph of 50 launches"
+# a row of the CSV: one config (or the naive path) at one token count, in place or not, on one GPU
+KEY = ("device", "T", "variant", "BLOCK_M", "num_warps", "inplace")
 
 
 def measure(fn, rep_ms, graph):
     """(median, q25, q75) in microseconds, on the engine's timer."""
-    from occtune.engine.bench import measure as engine_measure
+    from occtune.engine.bench import BenchTimer
 
-    t = engine_measure(fn, warmup_ms=25.0, rep_ms=rep_ms, use_graph=50 if graph else 0, device="cuda")
+    t = BenchTimer(warmup_ms=25.0, rep_ms=rep_ms, use_graph=50 if graph else 0)(fn, context={"device": "cuda"})
     return t.median_us, t.q1_us, t.q3_us
-
-
-def copy_bandwidth_gbps(mib, rep_ms):
-    """Device-to-device copy: bytes read + written per second (GB/s, 1e9)."""
-    import torch
-
-    a = torch.empty(mib << 20, dtype=torch.uint8, device="cuda").random_(0, 255)
-    b = torch.empty_like(a)
-    med, _, _ = measure(lambda: b.copy_(a), rep_ms, graph=False)
-    del a, b
-    return 2 * (mib << 20) / (med * 1e-6) / 1e9
 
 
 def strided_copy_floor(inputs, rep_ms):
@@ -125,21 +122,13 @@ def time_inplace(fam, cfg, inputs, rep_ms, graph):
                                   cfg["BLOCK_M"], cfg["num_warps"]), rep_ms, graph)
 
 
-def provenance():
-    from occtune.outputs.provenance import for_device
-
-    p = for_device("cuda", timer=TIMER)
-    return {"gpu": p["device"], "arch": p["arch"], "driver": p["driver"], "torch": p["torch"], "triton": p["triton"],
-            "cuda": p["runtime"], "git": p["git_revision"], "timer": TIMER, "date": p["date"]}
-
-
 def configs(args, fam):
     from occtune.kernels.rope import default_config, tuned_config
 
     out = []
     for v in args.variants.split(","):
-        for bm in ([8] if v == "token" else ints(args.block_m)):
-            for nw in ints(args.num_warps):
+        for bm in ([8] if v == "token" else args.block_m):
+            for nw in args.num_warps:
                 out.append({"variant": v, "BLOCK_M": bm, "num_warps": nw})
     for extra in (fam.baseline_config(), default_config(), tuned_config()):
         if extra not in out:
@@ -161,21 +150,26 @@ def main(argv=None):
 
     from occtune.kernels.rope import default_config, tuned_config
     from occtune.kernels.rope.family import RopeFamily, deepseek_workload
+    from occtune.errors import UserError
     from occtune.output import console, err_console
 
     args = parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("error: bench_rope.py needs a GPU")
-    prov = provenance()
-    bw = copy_bandwidth_gbps(args.copy_mib, args.rep_ms)
-    console.print(f"{prov['gpu']}  torch {prov['torch']}  triton {prov['triton']}  {prov['date']}")
+    try:
+        read_lists(args)
+    except UserError as e:
+        return refuse(e)
+    if gpu_missing(torch):
+        return 2
+    prov = provenance(TIMER)
+    bw = copy_bandwidth(torch, args.copy_mib << 20) / 1e9
+    console.print(f"{prov['device']}  torch {prov['torch']}  triton {prov['triton']}  {prov['date']}")
     console.print(f"timer: {TIMER}")
     console.print(f"measured copy bandwidth: {bw:.0f} GB/s")
     fam = RopeFamily()
     cfgs = configs(args, fam)
     base, dflt, tuned = fam.baseline_config(), default_config(), tuned_config()
     rows, floors = [], {}
-    for T in ints(args.tokens):
+    for T in args.tokens:
         w = deepseek_workload(T)
         inputs = fam.make_inputs(w, 0, "cuda")
         floor_us = fam.bytes_moved(w) / (bw * 1e9) * 1e6
@@ -221,8 +215,8 @@ def main(argv=None):
                       f"{sfl:.1f} us ({sbw:.0f} GB/s; torch copy_ {st:.1f} us, Triton copy "
                       f"{'-' if sx is None else f'{sx:.1f}'} us at BM,warps={shape})")
     if args.out:
-        write_csv(args.out, rows)
-        console.print(f"wrote {args.out}")
+        console.print(write_csv(args.out, rows, KEY))
+    return 0
 
 
 def _ratio(a, b):
@@ -266,17 +260,5 @@ def print_table(console, rows):
                           f"{b['speedup_vs_naive']:.2f}x naive, {b.get('speedup_vs_default') or 0:.2f}x default")
 
 
-def write_csv(path, rows):
-    from occtune.fsutil import atomic_write_text
-    import io
-
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    wr = csv.DictWriter(buf, fieldnames=cols)
-    wr.writeheader()
-    wr.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

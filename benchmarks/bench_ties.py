@@ -22,11 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from occtune import ties  # noqa: E402
+from occtune.kernels.topk import ties
 
 
 def parse_args(argv=None):

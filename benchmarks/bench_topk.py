@@ -21,7 +21,8 @@ and the same two for torch.topk(sorted=False). Also GB/s of the input read, % of
 bandwidth counts bytes read + written) and the read-once probe (read1 us: the fastest kernel
 measured that only reads the input once, on the same timer, launch included; read_probe.py).
 Every config's output is verified (tie-aware) on a few
-rows before it is timed. Writes a CSV with provenance and prints a table, a summary of the
+rows before it is timed. Writes a CSV with provenance (a row per run, config, input and GPU: a
+later run replaces its own rows and keeps the others) and prints a table, a summary of the
 issue's targets, a plan check (on each shape, each config's default path against the best
 path measured for it: the launcher's plan should never be more than 1.5x off) and an overflow
 check (issue 17: every run with an overflowed row, by the kernel's per-row flags, against the
@@ -35,91 +36,18 @@ families (e.g. random_normal,one_bin_77,all_equal): the overflow check compares 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import (check_csv, copy_bandwidth, gpu_missing, kernel_time, parse_shapes, provenance, refuse,
+                     serving_loop, write_csv)
 
 SHAPES = [(1, 8192), (8, 8192), (64, 8192), (256, 8192), (1, 65536), (8, 65536), (64, 65536),
           (256, 65536), (1, 131072), (8, 131072), (64, 131072), (256, 131072), (1, 1 << 20),
           (8, 1 << 20), (64, 1 << 20), (256, 1 << 20)]
-
-
-def kernel_time(fn, reps):
-    """(median, IQR, p90) in microseconds of one call's GPU time on the engine's timer (L2
-    flushed, launch hidden behind a GPU spin); p90 is the nearest-rank 90th percentile of the
-    runs (issue 17: within 1.2x of the median)."""
-    from occtune.engine.bench import measure
-
-    t = measure(fn, reps=reps, flush_l2=True)
-    s = sorted(t.samples_us)
-    return t.median_us, t.iqr_us, s[min(len(s) - 1, -(-9 * len(s) // 10) - 1)]
-
-
-def serving_loop(torch, fn, calls: int, warmup: int = 20):
-    """(host us, GPU us) per call of ``calls`` back-to-back calls of ``fn`` with no flush, no
-    spin and no synchronisation between them: the host's wall time of issuing them, and the
-    GPU time of the whole loop (events around it) divided by ``calls``."""
-    import time
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    end.record()
-    torch.cuda.synchronize()
-    return 1e6 * (t1 - t0) / calls, start.elapsed_time(end) * 1e3 / calls
-
-
-def copy_bandwidth(torch, nbytes=2 << 30):
-    """Bytes read + written per second of a large device-to-device copy."""
-    a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
-    b = torch.empty_like(a)
-    a.fill_(1.0)
-    med, *_ = kernel_time(lambda: b.copy_(a), 10)
-    del a, b
-    return 2 * nbytes / (med * 1e-6)
-
-
-def provenance(torch):
-    """The one provenance record (occtune.outputs.provenance), flattened into the CSV's columns."""
-    from occtune.outputs.provenance import for_device
-
-    p = for_device("cuda", timer="occtune.engine.bench.measure")
-    return {"device": p["device"], "arch": p["arch"], "driver": p["driver"], "runtime": p["runtime"],
-            "torch": p["torch"], "python": p["python"], "git": p["git_revision"] or "unknown", "date": p["date"]}
-
-
-def gpu_missing(torch) -> bool:
-    """True, after the one error line, where torch sees no GPU (the caller exits 2)."""
-    if torch.cuda.is_available():
-        return False
-    print("error: no GPU visible to torch; run this on the GPU machine", file=sys.stderr)
-    return True
-
-
-def parse_shapes(text: str) -> list:
-    """``64x131072,256x1048576`` as [(64, 131072), (256, 1048576)] (a UserError names a bad item)."""
-    from occtune.errors import UserError
-
-    def shape(item):
-        b, x, n = item.strip().partition("x")
-        if not (x and b.isdigit() and n.isdigit() and int(b) > 0 and int(n) > 0):
-            raise UserError(f"--shapes: {item!r} is not BxL; write e.g. 64x131072,256x1048576")
-        return int(b), int(n)
-
-    shapes = [shape(t) for t in text.split(",") if t.strip()]
-    if not shapes:
-        raise UserError(f"--shapes: {text!r} names no shape; write e.g. 64x131072,256x1048576")
-    return shapes
+TIMER = "occtune.engine.bench.BenchTimer (L2 flushed, launch hidden); serving loop: back-to-back calls"
+# a row of the CSV is one run of one config on one input of one GPU: a later run replaces it
+KEY = ("device", "B", "L", "K", "dist", "budget", "bits", "threads", "split", "cluster", "cluster_regs",
+       "resident", "run")
 
 
 def parse_lists(a) -> dict:
@@ -146,7 +74,7 @@ def parse_lists(a) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="radix top-k benchmark")
-    ap.add_argument("--out", default="topk_bench.csv", help="CSV to write (default: ./topk_bench.csv)")
+    ap.add_argument("--out", default="topk_bench.csv", help="CSV to write, or to add this run's rows to (harness.write_csv; default: ./topk_bench.csv)")
     ap.add_argument("--budgets", default="32K,48K")
     ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
     ap.add_argument("--threads", default="512,1024", help="block sizes to sweep")
@@ -175,22 +103,20 @@ def main(argv=None) -> int:
 
     try:
         lists = parse_lists(a)
+        check_csv(a.out, KEY)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return refuse(e)
 
-    import numpy as np
     import torch
 
     from occtune.kernels import topk as tk
     from occtune.kernels.topk import reference as ref
-    from occtune.fsutil import atomic_write_text
     from read_probe import read_once_us
 
     if gpu_missing(torch):
         return 2
     shapes, budgets = lists["shapes"], lists["budgets"]
-    prov = provenance(torch)
+    prov = provenance(TIMER)
     bw = copy_bandwidth(torch)
     print(f"# {prov['device']} {prov['arch']} torch {prov['torch']}: copy bandwidth "
           f"{bw / 1e12:.2f} TB/s (read+write); kernel time: engine timer (L2 flushed); serving loop: "
@@ -274,13 +200,12 @@ def main(argv=None) -> int:
         del x
         register_path(tk, True)
         torch.cuda.empty_cache()
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(a.out, buf.getvalue())
+    try:
+        wrote = write_csv(a.out, rows, KEY)
+    except UserError as e:
+        return refuse(e)
     summary(rows)
-    print(f"wrote {a.out}")
+    print(wrote)
     return 0 if all(r["verified"] for r in rows) else 1
 
 
@@ -315,7 +240,7 @@ def decode_table(rows):
     read-once probe of the same run, the target, met or missed; and the default config's time."""
     print("\nissue 33 (decode): ours = the fastest run measured per shape; read1 = the read-once probe, "
           "same loan; target <= 1.5x read1 up to 2^23 scores, 1.2x above")
-    print(f"| (B, L) | ours us | config | read1 us | ours / read1 | target us | | default us | default config |")
+    print("| (B, L) | ours us | config | read1 us | ours / read1 | target us | | default us | default config |")
     print("|---|---:|---|---:|---:|---:|---|---:|---|")
     for (B, L) in sorted({(r["B"], r["L"]) for r in rows}, key=lambda s: s[0] * s[1]):
         same = [r for r in rows if (r["B"], r["L"]) == (B, L) and r["dist"] == "random_normal"]

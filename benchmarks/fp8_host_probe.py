@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))      # bench_topk (the serving loop)
+from harness import gpu_missing, graph_of, refuse, serving_loop
 
 # name -> config values (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages PIPE): one per PIPE
 CONFIGS = {"PIPE 0": (64, 128, 128, 32, 4, 2, 0), "PIPE 1": (64, 128, 128, 8, 4, 4, 1),
@@ -60,8 +58,6 @@ def rows_of(torch, inp, cfg: tuple):
 
 def probe_point(torch, n, k, m, calls, names):
     import occtune.kernels.fp8_gemm.op  # noqa: F401  (registers torch.ops.occtune.fp8_gemm)
-    from bench_topk import serving_loop
-    from host_probe import graph_of
     from occtune.kernels.fp8_gemm import fp8_gemm
     from occtune.kernels.fp8_gemm.config import library_config
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily, expected_rows, verify
@@ -105,11 +101,8 @@ def main(argv=None) -> int:
         if not all(nm in CONFIGS for nm in names):
             raise UserError(f"--pipes takes values 0-9, got {a.pipes!r}")
     except (UserError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return refuse(e)
     import torch
-
-    from bench_topk import gpu_missing
 
     if gpu_missing(torch):
         return 2

@@ -10,7 +10,8 @@ output allocation).
     python3 benchmarks/host_probe.py --shapes 1x8192,8x131072,1x1048576 --profile
 
 ``host us/call`` is the host time; ``loop us/call`` the GPU time of the whole loop per call
-(bench_topk.py's serving loop: the larger of host and GPU time per call, L2 warm).
+(harness.serving_loop, bench_topk.py's serving loop: the larger of host and GPU time per call,
+L2 warm).
 """
 
 from __future__ import annotations
@@ -20,30 +21,12 @@ import cProfile
 import dataclasses
 import pstats
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))      # bench_topk
-
-
-def graph_of(torch, fn):
-    """A CUDA graph of one call of ``fn`` (warmed up on a side stream first)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
+from harness import gpu_missing, graph_of, parse_shapes, refuse, serving_loop
 
 
 def probe_shape(torch, tk, kern, B, L, k, n, config):
     import occtune.kernels.topk.op  # noqa: F401  (registers torch.ops.occtune.topk)
-    from bench_topk import serving_loop
     from occtune.build import rtc
 
     x = torch.randn(B, L, device="cuda")
@@ -86,10 +69,14 @@ def main(argv=None) -> int:
     ap.add_argument("--bits", type=int, default=12)
     ap.add_argument("--profile", action="store_true", help="also a cProfile of 200 calls per shape")
     a = ap.parse_args(argv)
+    from occtune.errors import UserError
 
+    try:
+        shapes = parse_shapes(a.shapes)
+    except UserError as e:
+        return refuse(e)
     import torch
 
-    from bench_topk import gpu_missing
     from occtune.kernels import topk as tk
 
     if gpu_missing(torch):
@@ -97,8 +84,7 @@ def main(argv=None) -> int:
     kern = tk.build(a.budget, a.threads, a.bits)
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}; config {a.budget // 1024}K, "
           f"{a.threads} threads, {a.bits}-bit; launcher {kern.launcher}")
-    for s in a.shapes.split(","):
-        B, L = (int(v) for v in s.split("x"))
+    for B, L in shapes:
         x = probe_shape(torch, tk, kern, B, L, a.k, a.calls,
                         {"lds_budget": a.budget, "threads": a.threads, "bits": a.bits})
         if a.profile:

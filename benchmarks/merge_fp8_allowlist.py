@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import refuse
 
 
 def main(argv=None) -> int:
@@ -32,15 +32,11 @@ def main(argv=None) -> int:
         try:
             docs.append(allowlist.load_json(Path(path).read_text(encoding="utf-8"), Path(path).name))
         except OSError as e:
-            print(f"error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
-            return 2
+            return refuse(f"cannot read {path}: {e.strerror or e}")
         except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e:
-            print(f"error: {path} is not an fp8_gemm allow-list export ({type(e).__name__}: {e})", file=sys.stderr)
-            return 2
+            return refuse(f"{path} is not an fp8_gemm allow-list export ({type(e).__name__}: {e})")
     if docs[0]["target"] != docs[1]["target"]:
-        print(f"error: the two allow-lists are for {docs[0]['target']} and {docs[1]['target']}; merge one target's",
-              file=sys.stderr)
-        return 2
+        return refuse(f"the two allow-lists are for {docs[0]['target']} and {docs[1]['target']}; merge one target's")
     doc = allowlist.merge(*docs)
     t = doc["target"]
     for name, text in ((f"fp8_gemm_allowlist_{t}.json", allowlist.render_json(doc)),

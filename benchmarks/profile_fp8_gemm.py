@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from harness import gpu_missing, refuse
+
 DEFAULT = ("wgmma128s4P=128,128,128,8,8,4,5", "wgmma64s3P=64,128,128,8,4,3,5", "tma64s4=64,128,128,8,4,4,1")
 
 
@@ -22,15 +24,17 @@ USAGE = "usage: profile_fp8_gemm.py M N K [name=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,
 
 
 def _fail(why: str):
-    print(f"error: {why}; {USAGE}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(refuse(f"{why}; {USAGE}"))
 
 
 def parse(argv):
-    """((M, N, K), {name: config}); bad input is one line on stderr and exit 2."""
+    """((M, N, K), {name: config}); bad input is one line on stderr and exit 2, -h the usage."""
     from occtune.errors import UserError
     from occtune.kernels.fp8_gemm.config import config_problem, triton_row, validate_config
 
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__.strip()}")
+        sys.exit(0)
     if len(argv) < 3 or not all(x.isdigit() and int(x) > 0 for x in argv[:3]):
         _fail("give M N K as positive integers")
     cfgs = {}
@@ -56,6 +60,8 @@ def main(argv=None) -> int:
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily
 
     (M, N, K), cfgs = parse(sys.argv[1:] if argv is None else argv)
+    if gpu_missing(torch):
+        return 2
     w = workload(M, N, K)
     fam = Fp8GemmFamily(workloads=[w], target="sm_90", backends=["triton", "torch_scaled_mm"])
     inp = fam.make_inputs(w, 0, "cuda")

@@ -19,11 +19,8 @@ import argparse
 import itertools
 import statistics
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from harness import check_csv, gpu_missing, kernel_time, parse_shapes, refuse, write_csv
 
 PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 4),
           ("p1", 4, 5), ("p2", 5, 6), ("p3", 6, 7), ("p4", 7, 8), ("emit", 8, 9), ("kernel", 0, 9)]
@@ -121,22 +118,20 @@ def main(argv=None) -> int:
     ap.add_argument("--define", action="append", default=[],
                     help="extra compile macro NAME=VALUE for both kernels (repeatable), e.g. TOPK_KEEP_UNROLL=4")
     a = ap.parse_args(argv)
+    from occtune.errors import UserError
 
+    try:
+        o = parse_options(a)
+    except UserError as e:
+        return refuse(e)
     import torch
 
-    from bench_topk import gpu_missing, kernel_time
     from occtune.kernels import topk as tk
     from occtune.build import rtc
-    from occtune.units import parse_size
 
-    if a.k < 15:
-        print("error: --k must be at least 15 (the profiling build writes 15 stamps into each row's "
-              "output); pass --k 15 or more", file=sys.stderr)
-        return 2
     if gpu_missing(torch):
         return 2
-    budget = parse_size(a.budget)
-    extra = dict(kv.split("=", 1) for kv in a.define)
+    budget, extra = o["budget"], o["extra"]
     ghz = clock_ghz(torch)
     print(f"# {torch.cuda.get_device_name()} clock {ghz:.3f} GHz (timed spin); budget {a.budget}"
           f"{' ' + str(extra) if extra else ''}")
@@ -146,19 +141,17 @@ def main(argv=None) -> int:
     blocks = []
     print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'path':>6} {'call us':>8}  phases (us, median over rows)",
           flush=True)
-    for shape in a.shapes.split(","):
-        B, L = (int(v) for v in shape.split("x"))
+    for B, L in o["shapes"]:
         x = torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(B + L))
-        for threads in (int(v) for v in a.threads.split(",")):
-            for bits in (int(v) for v in a.bits.split(",")):
+        for threads in o["threads"]:
+            for bits in o["bits"]:
                 d = {**tk.defines(budget, threads, bits), **extra}
                 kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None,
                                           dynamic_smem=budget)
                 kprof = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, {**d, "TOPK_PROF": 1},
                                            None, dynamic_smem=budget)
-                for sp, cm, rm in itertools.product(a.split.split(","), a.cluster.split(","), a.resident.split(",")):
-                    opts = {"split": None if sp == "auto" else int(sp), "cluster": {"auto": None, "on": True, "off": False}[cm],
-                            "resident": {"auto": None, "off": False}[rm]}
+                for sp, cm, rm in itertools.product(o["split"], o["cluster"], o["resident"]):
+                    opts = {"split": sp, "cluster": cm, "resident": rm}
                     out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, **opts)
                     med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, **opts), a.reps)
                     phases = RESIDENT_PHASES if diag["resident"] else PHASES
@@ -186,18 +179,51 @@ def main(argv=None) -> int:
     if a.blocks_csv and not blocks:
         print(f"{a.blocks_csv}: not written (no profiled block wrote its timeline)")
     if a.blocks_csv and blocks:
-        import csv
-        import io
-
-        from occtune.fsutil import atomic_write_text
-
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(blocks[0]))
-        w.writeheader()
-        w.writerows(blocks)
-        atomic_write_text(a.blocks_csv, buf.getvalue())
-        print(f"wrote {a.blocks_csv} ({len(blocks)} blocks)")
+        try:
+            print(write_csv(a.blocks_csv, blocks, BLOCK_KEY))
+        except UserError as e:
+            return refuse(e)
     return 0
+
+
+# a row of --blocks-csv: one profiled block (row) of one config and path
+BLOCK_KEY = ("B", "L", "threads", "bits", "split", "cluster", "resident", "row")
+CHOICES = {"--cluster": {"auto": None, "on": True, "off": False}, "--resident": {"auto": None, "off": False}}
+
+
+def parse_options(a) -> dict:
+    """The list options, read before anything needs a GPU (a UserError names a bad one)."""
+    from occtune.errors import UserError
+    from occtune.units import parse_int_list, parse_size
+
+    if a.k < 15:
+        raise UserError("--k must be at least 15 (the profiling build writes 15 stamps into each row's "
+                        "output); pass --k 15 or more")
+    bad = [d for d in a.define if not d.partition("=")[0] or not d.partition("=")[1]]
+    if bad:
+        raise UserError(f"--define {bad[0]!r} is not NAME=VALUE")
+    if a.blocks_csv:
+        check_csv(a.blocks_csv, BLOCK_KEY)
+    out = {"shapes": parse_shapes(a.shapes), "budget": parse_size(a.budget, "--budget"),
+           "threads": parse_int_list(a.threads, "--threads"), "bits": parse_int_list(a.bits, "--bits"),
+           "extra": dict(d.split("=", 1) for d in a.define), "split": [_split(s) for s in a.split.split(",")]}
+    for opt, text in (("--cluster", a.cluster), ("--resident", a.resident)):
+        words = [w.strip() for w in text.split(",")]
+        wrong = [w for w in words if w not in CHOICES[opt]]
+        if wrong:
+            raise UserError(f"{opt}: {wrong[0]!r} is not one of {', '.join(CHOICES[opt])}")
+        out[opt.strip("-")] = [CHOICES[opt][w] for w in words]
+    return out
+
+
+def _split(text: str):
+    from occtune.errors import UserError
+
+    if text.strip() == "auto":
+        return None
+    if not text.strip().isdigit():
+        raise UserError(f"--split: {text!r} is not auto or a number of blocks per row")
+    return int(text)
 
 
 if __name__ == "__main__":
