@@ -1,7 +1,7 @@
 """The engine's speed work on a real GPU (skipped elsewhere): the top-k check on the device
 against the CPU check, warm() compiling what the launches then use (top-k derived kernels,
 RoPE's Triton specialisations), NVRTC binaries loaded from disk, adaptive event timing, and a
-small sweep of each family with its phases. On the GPU machine, before benchmarks/sweep_speed.py:
+small sweep of each family with its phases. On the GPU machine, before benchmarks/engine/sweep_speed.py:
 
     python3 -m pytest -q tests/engine/test_engine_fast_gpu.py
 """

@@ -269,7 +269,7 @@ def test_cli_bad_input_is_one_line(args, frag):
 
 
 def test_benchmark_smoke_drops_a_config_that_does_not_finish(capsys):
-    bench = load_benchmark("bench_fp8_gemm")
+    bench = load_benchmark("fp8_gemm/bench_fp8_gemm")
     fam = Fp8GemmFamily(SMALL, target="sm_90", backends=["triton", "torch_scaled_mm"], triton_configs=[TRI])
     tri, lib = {"backend": "triton", **TRI, "PIPE": 0}, library_config("torch_scaled_mm", "sm_90")
     assert bench.smoke_filter([tri, lib], SMALL, fam, 120, "cpu") == [tri, lib]
@@ -278,9 +278,9 @@ def test_benchmark_smoke_drops_a_config_that_does_not_finish(capsys):
 
 
 def test_benchmark_runs_on_the_cpu(tmp_path, capsys):
-    """benchmarks/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
+    """benchmarks/fp8_gemm/bench_fp8_gemm.py end to end under the interpreter on a tiny grid: progress lines,
     the four files, a missing library reported."""
-    bench = load_benchmark("bench_fp8_gemm")
+    bench = load_benchmark("fp8_gemm/bench_fp8_gemm")
     rc = bench.main(["--device", "cpu", "--shapes", "128,256", "--m", "5,1", "--backends", "triton,torch_scaled_mm",
                      "--triton", "16,128,128,1,4,2", "--rep-ms", "0.01", "--warmup-ms", "0.01",
                      "--out-dir", str(tmp_path)])

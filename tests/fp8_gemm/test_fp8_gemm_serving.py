@@ -360,7 +360,7 @@ def test_merge_script_writes_both_exports_and_refuses_bad_input(tmp_path, capsys
     from clihelp import load_benchmark
     from occtune.kernels.fp8_gemm import allowlist
 
-    merge = load_benchmark("merge_fp8_allowlist")
+    merge = load_benchmark("fp8_gemm/merge_fp8_allowlist")
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(allowlist.render_json(_alist([(512, 7168, m, 20.0, 10.0) for m in (1, 128)], "old")))
     b.write_text(allowlist.render_json(_alist([(512, 7168, 1, 5.0, 10.0)], "new")))

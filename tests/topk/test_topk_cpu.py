@@ -865,9 +865,9 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
     (["--bits", "9"], "coarse key width"), (["--threads", "100"], "threads"), (["--budgets", "4"], "LDS budget"),
     (["--clusters", "1"], "--clusters: 1 is not a cluster size")])
 def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
-    """benchmarks/bench_topk.py reads its list options before it needs a GPU: a bad item is one
+    """benchmarks/topk/bench_topk.py reads its list options before it needs a GPU: a bad item is one
     line naming the option, exit 2 (it was a ValueError traceback for --splits and --clusters)."""
-    bench = load_benchmark("bench_topk")
+    bench = load_benchmark("topk/bench_topk")
     assert bench.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err

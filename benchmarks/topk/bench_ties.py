@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Throughput of the tie statistics (`tune ties`) on the CPU, in GB/s of float32 scores.
 
-    python3 benchmarks/bench_ties.py                        # 64 x 1M float32 in memory
-    python3 benchmarks/bench_ties.py --file --rows 256      # also stream a 256 x 1M .npy file
+    python3 benchmarks/topk/bench_ties.py                        # 64 x 1M float32 in memory
+    python3 benchmarks/topk/bench_ties.py --file --rows 256      # also stream a 256 x 1M .npy file
 
 In memory: best of --repeats runs of ``tie_stats`` (8- and 12-bit keys, K = 2048) on normal
 rows, for each fp16 backend (torch, numpy) and thread count. With --file: writes a .npy of the

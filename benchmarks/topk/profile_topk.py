@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of one top-k call goes, phase by phase (GPU only; a diagnostic, not a benchmark).
 
-    python3 benchmarks/profile_topk.py --shapes 64x131072,256x131072 --split auto,1
+    python3 benchmarks/topk/profile_topk.py --shapes 64x131072,256x131072 --split auto,1
 
 Per shape and config: the call's median time (CUDA events, L2 flushed, as bench_topk.py), and
 from a profiling build (-DTOPK_PROF=1: thread 0 of each block reads the SM's cycle counter after
@@ -19,8 +19,10 @@ import argparse
 import itertools
 import statistics
 import sys
+from pathlib import Path
 
-from harness import check_csv, gpu_missing, kernel_time, parse_shapes, refuse, write_csv
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import check_csv, gpu_missing, kernel_time, parse_shapes, refuse, write_csv  # noqa: E402
 
 PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 4),
           ("p1", 4, 5), ("p2", 5, 6), ("p3", 6, 7), ("p4", 7, 8), ("emit", 8, 9), ("kernel", 0, 9)]

@@ -6,8 +6,8 @@ launcher (``kernel.launch``: what every call paid before the plans), the library
 calls it (torch scaled_mm, M padded inside the call as vLLM does) and a bare ``torch._scaled_mm``.
 Every call's output is verified against the float64 reference before it is timed.
 
-    python3 benchmarks/fp8_host_probe.py                                  # 7168,2048 at M 8 and 1024
-    python3 benchmarks/fp8_host_probe.py --shapes 4096,7168,64 --calls 500
+    python3 benchmarks/fp8_gemm/fp8_host_probe.py                                  # 7168,2048 at M 8 and 1024
+    python3 benchmarks/fp8_gemm/fp8_host_probe.py --shapes 4096,7168,64 --calls 500
 
 ``host us/call`` is the host time; ``loop us/call`` the GPU time of the whole loop per call (the
 larger of host and GPU time per call, L2 warm).
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from harness import gpu_missing, graph_of, refuse, serving_loop
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import gpu_missing, graph_of, refuse, serving_loop  # noqa: E402
 
 # name -> config values (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages PIPE): one per PIPE
 CONFIGS = {"PIPE 0": (64, 128, 128, 32, 4, 2, 0), "PIPE 1": (64, 128, 128, 8, 4, 4, 1),

@@ -6,8 +6,8 @@ serving path; also into the caller's own output buffer, out=), ours through torc
 torch.topk; plus the pieces of our call (one bare driver launch of the packed arguments, one
 output allocation).
 
-    python3 benchmarks/host_probe.py                      # (1, 8K) and (64, 8K), 1000 calls
-    python3 benchmarks/host_probe.py --shapes 1x8192,8x131072,1x1048576 --profile
+    python3 benchmarks/topk/host_probe.py                      # (1, 8K) and (64, 8K), 1000 calls
+    python3 benchmarks/topk/host_probe.py --shapes 1x8192,8x131072,1x1048576 --profile
 
 ``host us/call`` is the host time; ``loop us/call`` the GPU time of the whole loop per call
 (harness.serving_loop, bench_topk.py's serving loop: the larger of host and GPU time per call,
@@ -21,8 +21,10 @@ import cProfile
 import dataclasses
 import pstats
 import sys
+from pathlib import Path
 
-from harness import gpu_missing, graph_of, parse_shapes, refuse, serving_loop
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import gpu_missing, graph_of, parse_shapes, refuse, serving_loop  # noqa: E402
 
 
 def probe_shape(torch, tk, kern, B, L, k, n, config):

@@ -3,7 +3,7 @@
 values it measured (bench_fp8_gemm.py --m 1,8,32,64 on top of a run over every M, say), and write
 the merged allow-list JSON and use_triton predicate (allowlist.merge; the provenance names both).
 
-    python3 benchmarks/merge_fp8_allowlist.py results/sm_90/fp8_gemm_allowlist_sm_90.json \\
+    python3 benchmarks/fp8_gemm/merge_fp8_allowlist.py results/sm_90/fp8_gemm_allowlist_sm_90.json \\
         new/fp8_gemm_allowlist_sm_90.json --out-dir results/sm_90
 """
 
@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import refuse
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import refuse  # noqa: E402
 
 
 def main(argv=None) -> int:

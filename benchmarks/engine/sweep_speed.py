@@ -2,10 +2,10 @@
 """How fast a new user's sweeps are, where the time goes, and whether the fast path picks the
 winner a slow, careful sweep picks (issue 18's targets: fresh <= 30 s, cached <= 1 s).
 
-    python3 benchmarks/sweep_speed.py                      # one GPU: about 4-6 minutes on an H200
+    python3 benchmarks/engine/sweep_speed.py                      # one GPU: about 4-6 minutes on an H200
     bash tools/gpu_run.sh install sweep_speed              # the same through the GPU runner (SPEED_ARGS=...)
-    python3 benchmarks/sweep_speed.py --two-gpus           # also fresh sweeps on --devices 0,1
-    python3 benchmarks/sweep_speed.py --only topk --skip-careful
+    python3 benchmarks/engine/sweep_speed.py --two-gpus           # also fresh sweeps on --devices 0,1
+    python3 benchmarks/engine/sweep_speed.py --only topk --skip-careful
 
 Every sweep is a separate ``python3 -m occtune ...`` process (imports included, as a user sees
 it) with ``--json --profile-sweep``, a point cache and results folder under ``--work``, and for

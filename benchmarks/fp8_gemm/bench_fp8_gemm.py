@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark the FP8 block-scaled GEMM backends on DeepSeek-V4's shapes and write the allow-list.
 
-    python3 benchmarks/bench_fp8_gemm.py                       # 14 shapes x 9 M, all backends
-    python3 benchmarks/bench_fp8_gemm.py --shapes 7168,2048 --m 1,1024 --rep-ms 10
+    python3 benchmarks/fp8_gemm/bench_fp8_gemm.py                       # 14 shapes x 9 M, all backends
+    python3 benchmarks/fp8_gemm/bench_fp8_gemm.py --shapes 7168,2048 --m 1,1024 --rep-ms 10
 
 Per (n, k) and M: our Triton kernel over the profile's configs for that M bucket (plus the
 untuned baseline), and every vendor path of backends.py (a missing one is a row with the probe's
@@ -35,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness import graph_of, refuse
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import graph_of, refuse  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -459,7 +460,7 @@ def main(argv=None) -> int:
     doc = allowlist.build(rows, fam.safety_key, prov, target=target.name,
                           missing={b: a.reason for b, a in avail.items() if not a.ok})
     peak = getattr(target, "peak_fp8_dense_flops", None)
-    out = Path(args.out_dir) if args.out_dir else Path(__file__).resolve().parents[1] / "results" / target.name
+    out = Path(args.out_dir) if args.out_dir else Path(__file__).resolve().parents[2] / "results" / target.name
     texts = {"fp8_gemm_bench.csv": csv_text(rows, peak),
              "fp8_gemm_bench.md": markdown(doc, rows, target, peak, wall, probes, timer_text),
              f"fp8_gemm_allowlist_{target.name}.json": allowlist.render_json(doc),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the radix top-k kernel per LDS budget against torch.topk and the read floor.
 
-    python3 benchmarks/bench_topk.py --shapes 1x8192,64x8192,8x131072,64x131072,256x131072,1x1048576,256x1048576 \
+    python3 benchmarks/topk/bench_topk.py --shapes 1x8192,64x8192,8x131072,64x131072,256x131072,1x1048576,256x1048576 \
         --budgets 32K,48K --bits 12 --threads 512,1024 --reps 15 --serve-calls 300 --out topk_serve_bench.csv
 
 (the table of results/sm_90/topk_serve_bench.csv; results/README.md says how each committed table was made)
@@ -29,7 +29,7 @@ check (issue 17: every run with an overflowed row, by the kernel's per-row flags
 fastest run of the same shape without one; target: within 2x). ``--dist`` takes several input
 families (e.g. random_normal,one_bin_77,all_equal): the overflow check compares across them.
 
-    python3 benchmarks/bench_topk.py --shapes 64x1048576 --budgets 32K,40K,48K --bits 8,12 \
+    python3 benchmarks/topk/bench_topk.py --shapes 64x1048576 --budgets 32K,40K,48K --bits 8,12 \
         --threads 512 --no-split-compare --dist random_normal,one_bin_77
 """
 
@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from harness import (check_csv, copy_bandwidth, gpu_missing, kernel_time, parse_shapes, provenance, refuse,
-                     serving_loop, write_csv)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import (check_csv, copy_bandwidth, gpu_missing, kernel_time, parse_shapes,  # noqa: E402
+                     provenance, refuse, serving_loop, write_csv)
 
 SHAPES = [(1, 8192), (8, 8192), (64, 8192), (256, 8192), (1, 65536), (8, 65536), (64, 65536),
           (256, 65536), (1, 131072), (8, 131072), (64, 131072), (256, 131072), (1, 1 << 20),

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark the RoPE kernels on DeepSeek-V4's shapes against the naive torch path and the floor.
 
-    python3 benchmarks/bench_rope.py --out results/sm_90/rope_bench.csv
-    python3 benchmarks/bench_rope.py --tokens 8192 --variants flat,tile --block-m 8,16 --num-warps 1,4
+    python3 benchmarks/rope/bench_rope.py --out results/sm_90/rope_bench.csv
+    python3 benchmarks/rope/bench_rope.py --tokens 8192 --variants flat,tile --block-m 8,16 --num-warps 1,4
 
 Workload: inverse rope, bf16, on the last 64 columns of a [T, 128, 512] tensor, shuffled
 positions, written into the same slice of a second tensor (the in-place call's traffic).
@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import triton
 import triton.language as tl
 
-from harness import check_csv, copy_bandwidth, gpu_missing, provenance, refuse, write_csv
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import check_csv, copy_bandwidth, gpu_missing, provenance, refuse, write_csv  # noqa: E402
 
 
 @triton.jit

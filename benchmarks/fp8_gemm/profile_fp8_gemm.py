@@ -5,7 +5,7 @@ name), after three warm-up rounds, on the same inputs. Run on the GPU machine, e
 
     ncu --profile-from-start off --clock-control none --nvtx --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy \
-        --section LaunchStats python3 benchmarks/profile_fp8_gemm.py 4096 4096 7168
+        --section LaunchStats python3 benchmarks/fp8_gemm/profile_fp8_gemm.py 4096 4096 7168
 
 Configs: ``name=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages,PIPE`` after the shape
 (default: the best PIPE 5, PIPE 5 at BLOCK_M 64, and the PIPE 1 kernel it replaced).
@@ -14,8 +14,10 @@ Configs: ``name=BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages,PIPE`` afte
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from harness import gpu_missing, refuse
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
+from harness import gpu_missing, refuse  # noqa: E402
 
 DEFAULT = ("wgmma128s4P=128,128,128,8,8,4,5", "wgmma64s3P=64,128,128,8,4,3,5", "tma64s4=64,128,128,8,4,4,1")
 
