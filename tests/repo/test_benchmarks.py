@@ -1,15 +1,63 @@
-"""The benchmark scripts' shared harness (benchmarks/harness.py) on the CPU: its error lines, its
-shapes, and its CSV rows de-duplicated on a key."""
+"""The benchmark scripts on the CPU: every one (benchmarks/<family>/*.py and the shared ones at the
+top; records/ keeps what ran then and is left out) imports and answers --help; the shared harness
+(benchmarks/harness.py): its error lines, its shapes, and its CSV rows de-duplicated on a key."""
 
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
-from clihelp import load_benchmark
+from clihelp import REPO, load_benchmark
 from occtune.errors import UserError
+
+BENCH = REPO / "benchmarks"
+SHARED = {"harness.py", "read_probe.py"}        # at the top of benchmarks/: what the family folders share
+
+
+def scripts(root: Path = BENCH) -> list[str]:
+    """Every benchmark module under ``root`` (paths relative to it, without .py), records/ left out."""
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.py")
+                  if p.relative_to(root).parts[0] != "records" and "__pycache__" not in p.parts)
+
+
+def misplaced(root: Path = BENCH) -> list[str]:
+    """Scripts at the top of benchmarks/ that are not shared, or deeper than one folder."""
+    return [s for s in scripts(root) if (s.count("/") == 0 and f"{s}.py" not in SHARED) or s.count("/") > 1]
+
+
+def test_every_benchmark_lives_in_its_family_folder():
+    found = scripts()
+    assert {"harness", "read_probe", "topk/bench_topk", "fp8_gemm/bench_fp8_gemm", "rope/bench_rope",
+            "engine/sweep_speed"} <= set(found), found
+    assert misplaced() == []
+
+
+def test_the_layout_check_names_a_flat_script_and_a_deep_one(tmp_path):
+    for rel in ("harness.py", "bench_new.py", "topk/a.py", "topk/old/b.py", "records/topk/c.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert scripts(tmp_path) == ["bench_new", "harness", "topk/a", "topk/old/b"]
+    assert misplaced(tmp_path) == ["bench_new", "topk/old/b"]
+
+
+@pytest.mark.parametrize("name", scripts())
+def test_every_benchmark_imports_and_answers_help(name, tmp_path):
+    """Imported as a module (no GPU, nothing run at import), then run as the script it is, from
+    another folder: --help exits 0 with its usage (harness.py is a module, not a script)."""
+    mod = load_benchmark(name)
+    path = BENCH / f"{name}.py"
+    if "__main__" not in path.read_text(encoding="utf-8"):
+        assert name == "harness" and not hasattr(mod, "main")
+        return
+    assert callable(mod.main)
+    r = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.startswith("usage: ") and path.name in r.stdout.splitlines()[0], r.stdout[:500]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """The documents' references resolve: every relative link (and its #anchor) in README.md,
 results/README.md, docs/*.md and the benchmarks/records/ indexes, and every repository path those
-documents name in backticks (`results/...`, `benchmarks/...`, `kernels/...`, ...)."""
+documents name in backticks (`results/...`, `benchmarks/...`, `kernels/...`, ...); and every path
+the runner scripts name (tools/gpu_run.sh's stages, scripts/test.sh, .ci/run)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,36 @@ def missing_paths(doc: Path, repo: Path = REPO) -> list[str]:
         if not (repo / path).exists():
             out.append(f"{doc.relative_to(repo)}: `{span}` names {path}, which does not exist")
     return out
+
+
+SCRIPTS = ("tools/gpu_run.sh", "scripts/test.sh", ".ci/run")
+SCRIPT_PATH = re.compile(r"(?<![\w/$.-])((?:benchmarks|tests|tools|examples|scripts)/[\w/*.-]+)")
+
+
+def script_paths_missing(script: Path, repo: Path = REPO) -> list[str]:
+    """Repository paths a shell script names (a glob must match a file) that do not exist."""
+    out = []
+    for path in SCRIPT_PATH.findall(script.read_text(encoding="utf-8")):
+        if not (sorted(repo.glob(path)) if "*" in path else (repo / path).exists()):
+            out.append(f"{script.relative_to(repo)} names {path}, which does not exist")
+    return out
+
+
+def test_the_runner_scripts_name_paths_that_exist():
+    found = [p for s in SCRIPTS if (REPO / s).is_file() for p in script_paths_missing(REPO / s)]
+    assert not found, "\n".join(found)
+
+
+def test_the_script_check_names_a_moved_benchmark_and_an_empty_glob(tmp_path):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "benchmarks" / "topk").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "topk" / "bench_topk.py").write_text("")
+    sh = tmp_path / "tools" / "run.sh"
+    sh.write_text("python3 benchmarks/topk/bench_topk.py --out $OUT/x.csv; python3 benchmarks/bench_topk.py\n"
+                  "pytest -m gpu tests/*/test_*_gpu.py; cat $OUT/benchmarks/x.txt\n")
+    assert script_paths_missing(sh, tmp_path) == [
+        "tools/run.sh names benchmarks/bench_topk.py, which does not exist",
+        "tools/run.sh names tests/*/test_*_gpu.py, which does not exist"]
 
 
 def test_the_documents_are_found():
