@@ -6,8 +6,8 @@
 
 Workload: inverse rope, bf16, on the last 64 columns of a [T, 128, 512] tensor, shuffled
 positions, written into the same slice of a second tensor (the in-place call's traffic).
-For every token count and config: median time and IQR (the engine's timer, occtune.engine.bench.measure, L2 flushed
-before every run; at T=1 CUDA-graph replay so that Python launch cost is not what we measure),
+For every token count and config: median time and IQR (the engine's timer, occtune.engine.bench.BenchTimer, L2
+flushed before every run; at T=1 CUDA-graph replay so that Python launch cost is not what we measure),
 achieved GB/s, % of the bandwidth floor (the workload's bytes at the measured device-to-device
 copy bandwidth), speed-up against the naive torch path and against the untuned default
 (sglang's batched, BLOCK_M=32, 4 warps). Every config is verified against the float64
@@ -217,7 +217,10 @@ def main(argv=None):
                       f"{sfl:.1f} us ({sbw:.0f} GB/s; torch copy_ {st:.1f} us, Triton copy "
                       f"{'-' if sx is None else f'{sx:.1f}'} us at BM,warps={shape})")
     if args.out:
-        console.print(write_csv(args.out, rows, KEY))
+        try:
+            console.print(write_csv(args.out, rows, KEY))
+        except UserError as e:
+            return refuse(e)
     return 0
 
 

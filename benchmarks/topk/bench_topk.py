@@ -9,7 +9,7 @@
 For every budget x coarse-key width x block size x (B, L) (the launcher's default path: on sm_90+
 split rows go to the cluster kernel; on long rows also two comparison runs: one block per row,
 and the split kernel with its global list), two timings of the same call:
-- kernel time (median_us, iqr_us): the engine's timer (occtune.engine.bench.measure): CUDA
+- kernel time (median_us, iqr_us): the engine's timer (harness.kernel_time, a BenchTimer): CUDA
   events around one call, the L2 flushed (a 2x L2 write) before each, then a GPU spin so that the
   host's launch overhead stays outside the events;
 - serving loop (serve_us, host_us): ``--serve-calls`` back-to-back calls as a decode step runs
@@ -76,7 +76,8 @@ def parse_lists(a) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="radix top-k benchmark")
-    ap.add_argument("--out", default="topk_bench.csv", help="CSV to write, or to add this run's rows to (harness.write_csv; default: ./topk_bench.csv)")
+    ap.add_argument("--out", default="topk_bench.csv",
+                    help="CSV to write, or to add this run's rows to (harness.write_csv; default: ./topk_bench.csv)")
     ap.add_argument("--budgets", default="32K,48K")
     ap.add_argument("--bits", default="8,12", help="coarse key widths to sweep (8, 12)")
     ap.add_argument("--threads", default="512,1024", help="block sizes to sweep")
