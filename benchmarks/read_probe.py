@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import gpu_missing, kernel_time, parse_shapes, refuse
 
 # (values per program, values per program step, warps) of the Triton probe: 16 to 64 values per
 # thread in flight, 4K to 32K values per program
@@ -88,13 +86,11 @@ def probes(x):
 def probe_times(x, reps: int = 25) -> list:
     """[(us, name)] of every probe: its median on the engine's timer (L2 flushed), each checked
     first."""
-    from occtune.engine.bench import measure
-
     out = []
     for name, call, check in probes(x):
         if not check():
             raise RuntimeError(f"read probe {name!r} gave a wrong result; not timed")
-        out.append((measure(call, reps=reps, flush_l2=True).median_us, name))
+        out.append((kernel_time(call, reps)[0], name))
     return out
 
 
@@ -108,14 +104,12 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="64x131072,256x131072,256x1048576,8x131072")
     ap.add_argument("--reps", type=int, default=25)
     a = ap.parse_args(argv)
-    from bench_topk import gpu_missing, parse_shapes
-
     from occtune.errors import UserError
+
     try:
         shapes = parse_shapes(a.shapes)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return refuse(e)
     import torch
 
     if gpu_missing(torch):

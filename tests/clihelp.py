@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent          # tests/: these helpers, the doubles, data/
+REPO = TESTS.parent
 
 
 def tune(*args, cwd=None, env=None):
@@ -59,13 +60,14 @@ def check_user_error(result, *fragments):
 
 
 def load_benchmark(name: str):
-    """benchmarks/<name>.py as a module (its folder on sys.path, as when the script runs)."""
+    """benchmarks/<name>.py (e.g. ``topk/bench_topk``) as a module, its folder on sys.path as when
+    the script runs (a script in a family folder puts benchmarks/ there itself: harness.py)."""
     import importlib.util
 
-    folder = REPO / "benchmarks"
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    path = REPO / "benchmarks" / f"{name}.py"
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -201,7 +201,7 @@ LLVM_WG_RANGE_SINCE = 21
 # LLVM 24 rounds the LDS up to the allocation granularity before dividing (the FIXME in
 # getOccupancyWithWorkGroupSizes resolved); LLVM 19 and 22 (clang 22.1.8) do not. The first release
 # that rounds is 23 or 24: 24 is the first one checked (tests/data/occupancy_amd.yaml; clang 22:
-# tests/test_compiled.py::test_hip_probe, whose LDS sizes change the answer if rounded).
+# tests/build/test_compiled.py::test_hip_probe, whose LDS sizes change the answer if rounded).
 LLVM_LDS_ROUNDING_SINCE = 24
 
 
