@@ -13,7 +13,7 @@ if ! command -v clang-19 >/dev/null 2>&1; then
 fi
 python3 -m pip install -q torch==2.13.0 -e ".[test,amd,ray]"   # ray: the local-cluster test (installs in ~50 s)
 # Ray ships a console script named `tune` as well, which pip may write after ours: install our
-# entry points again, last, so that `tune` stays occtune's (tests/test_entry_points.py checks).
+# entry points again, last, so that `tune` stays occtune's (tests/repo/test_entry_points.py checks).
 python3 -m pip install -q --no-deps -e .
 export TRITON_INTERPRET=1
 exec python3 -m pytest -q -p no:cacheprovider tests "$@"

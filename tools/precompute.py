@@ -13,7 +13,7 @@ compiled resources keyed by (kernel source hash, macros or Triton specialisation
 target, compiler version) and, for top-k, the default tie bound keyed by its code's hash. A machine
 with the same compilers (the `amd` extra's clang, the test extra's NVRTC, the installed Triton)
 then compiles nothing for these commands; any other key compiles as before. Run it after changing
-a kernel source, a family's default configs or a compiler: tests/test_precomputed.py fails until
+a kernel source, a family's default configs or a compiler: tests/build/test_precomputed.py fails until
 then, naming this command. A config the compiler refuses is recorded with its error (a compile
 that timed out is not: run the tool again). A command that exits 2 (a target a family does not
 support) is reported and skipped.

@@ -12,7 +12,7 @@ command is its output (standard output, then standard error), with trailing spac
 committed analytic results (:data:`COMMITTED`) are made first, by their commands, in the same
 scratch folder, so the examples show them. A file or block whose text differs only in what
 :func:`mask` hides (dates, git revisions, version numbers, absolute paths, the host) is left as
-it is. tests/test_readme_examples.py runs the same commands in CI and fails on a difference.
+it is. tests/repo/test_readme_examples.py runs the same commands in CI and fails on a difference.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
             (ROOT / rel).write_text(readme if rel == "README.md" else committed[rel], encoding="utf-8")
     if not a.check and set(changed) & set(COMMITTED):
         print("the export golden files read the committed results: OCCTUNE_UPDATE_GOLDEN=1 python3 -m pytest "
-              "tests/test_export.py -k golden, then review their diff")
+              "tests/outputs/test_export.py -k golden, then review their diff")
     if not changed:
         print("README.md examples and committed analytic results are current")
     return 1 if a.check and changed else 0

@@ -12,7 +12,7 @@ import pytest
 
 from occtune.build import compiled, diskcache
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _tool():
