@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                     help="cluster kernel (sm_90+): auto, on, off, or a list (auto,off); with a cluster "
                          "the stamps are block 0's, whose thresh/collect include the cluster barriers")
     ap.add_argument("--resident", default="auto",
-                    help="the resident kernel: auto, off, or a list (auto,off); its phases are load, merge, "
+                    help="the resident kernel: auto, on, off, or a list (auto,off); its phases are load, merge, "
                          "thresh, collect, finish")
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=20)
@@ -190,7 +190,7 @@ def main(argv=None) -> int:
 
 # a row of --blocks-csv: one profiled block (row) of one config and path
 BLOCK_KEY = ("B", "L", "threads", "bits", "split", "cluster", "resident", "row")
-CHOICES = {"--cluster": {"auto": None, "on": True, "off": False}, "--resident": {"auto": None, "off": False}}
+CHOICES = {"--cluster": {"auto": None, "on": True, "off": False}, "--resident": {"auto": None, "on": True, "off": False}}
 
 
 def parse_options(a) -> dict:
