@@ -331,14 +331,7 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
     sh.out_pos = above;      // bin t fills the slots after every block's bins > t
   }
   TOPK_SYNC();
-  if (nt <= TOPK_RANK_MAX) {
-    topk_rank_emit(sh, stage, nt, K - above, o, tr);
-  } else {
-    TopkListSrc ls;
-    ls.p = stage;
-    ls.n = nt;
-    topk_refine_emit(sh, ls, -1, K - above, o, tr);
-  }
+  topk_list_emit(sh, stage, nt, K - above, o, tr);
   topk_write_flags(sh, diag);
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
@@ -569,14 +562,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   TOPK_SYNC();
   const int need = K - above;
   topk_u32* cl = push ? stage + 2 * base0 : stage;
-  if (nt <= TOPK_RANK_MAX) {
-    topk_rank_emit(sh, cl, nt, need, o, tr);
-  } else {
-    TopkListSrc ls;
-    ls.p = cl;
-    ls.n = nt;
-    topk_refine_emit(sh, ls, -1, need, o, tr);
-  }
+  topk_list_emit(sh, cl, nt, need, o, tr);
   topk_write_flags(sh, diag);
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);

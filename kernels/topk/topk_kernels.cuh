@@ -64,9 +64,6 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
 #ifdef TOPK_WARP_AGG
   if (tid < 32) {                  // warp 0: a 32-way search (7 rounds instead of 32 steps)
     const topk_u32 f = topk_fine_floor_of_bin_warp(t0);
-#ifdef TOPK_VERIFY_FLOOR
-    if (tid == 0 && f != topk_fine_floor_of_bin(t0)) __trap();
-#endif
     const topk_u32 up = refine && t0 + 1 < TOPK_BINS ? topk_fine_floor_of_bin_warp(t0 + 1) - 1u : 0xFFFFFFFFu;
     if (tid == 0) {
       sh.scan[0] = (int)f;

@@ -31,6 +31,34 @@ struct TopkEmitOp {
   }
 };
 
+// One radix pass's histogram: the 8-bit digit at `shift` of the fine keys of src's values in bin
+// t (every value when t < 0) whose higher digits equal `prefix` (under `mask`), into sh.hist[0, 256).
+// All threads call it; ends with a barrier.
+template <typename Src>
+__device__ static inline void topk_digit_hist(TopkShared& sh, const Src& src, int t, topk_u32 mask,
+                                              topk_u32 prefix, int shift) {
+  topk_clear_hist(sh, 256);
+  TOPK_SYNC();
+  TopkDigitOp dop;
+  dop.hist = sh.hist;
+  dop.t = t;
+  dop.mask = mask;
+  dop.prefix = prefix;
+  dop.shift = shift;
+  src.visit(dop);
+  TOPK_SYNC();
+}
+
+// After a digit's threshold search (sh.sel_*): the digit joins the key's prefix and `need` drops
+// by the values above it. Ends with a barrier (sel_* read by all before a next pass writes it).
+__device__ static inline void topk_digit_take(TopkShared& sh, int& need, topk_u32& prefix, topk_u32& mask,
+                                              int shift) {
+  need -= sh.sel_above;
+  prefix |= ((topk_u32)sh.sel_bin) << shift;
+  mask |= 255u << shift;
+  TOPK_SYNC();
+}
+
 // Radix select among the elements of coarse bin `t` of `src` (every element when t < 0): finds
 // the exact threshold fine key and how many elements equal to it to take, then emits. `need`
 // >= 1 elements are still to be emitted from bin t.
@@ -39,21 +67,9 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
                                                int need, int* out, const TopkTransform& tr) {
   topk_u32 prefix = 0u, mask = 0u;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    topk_clear_hist(sh, 256);
-    TOPK_SYNC();
-    TopkDigitOp dop;
-    dop.hist = sh.hist;
-    dop.t = t;
-    dop.mask = mask;
-    dop.prefix = prefix;
-    dop.shift = shift;
-    src.visit(dop);
-    TOPK_SYNC();
+    topk_digit_hist(sh, src, t, mask, prefix, shift);
     topk_find_threshold(sh, 256, need);
-    need -= sh.sel_above;
-    prefix |= ((topk_u32)sh.sel_bin) << shift;
-    mask |= 255u << shift;
-    TOPK_SYNC();   // everyone has read sel_* before the next pass overwrites it
+    topk_digit_take(sh, need, prefix, mask, shift);
     TOPK_STAMP(sh, 5 + (24 - shift) / 8);
   }
   TopkEmitOp eop;
@@ -110,6 +126,21 @@ __device__ static inline void topk_rank_emit(TopkShared& sh, topk_u32* cand, int
     const int pos = topk_reserve<true>(&sh.out_pos, i < n && sh.hist[i] < need);
     if (pos >= 0) out[pos] = tr.apply((int)cand[2 * i]);
   }
+}
+
+// A list of n (index, canonical bits) pairs: its `need` largest to the output (slots from
+// sh.out_pos), ranked where the list is short (at most TOPK_RANK_MAX), radix-refined otherwise.
+// All threads call it.
+__device__ static inline void topk_list_emit(TopkShared& sh, topk_u32* list, int n, int need, int* out,
+                                             const TopkTransform& tr) {
+  if (n <= TOPK_RANK_MAX) {
+    topk_rank_emit(sh, list, n, need, out, tr);
+    return;
+  }
+  TopkListSrc ls;
+  ls.p = list;
+  ls.n = n;
+  topk_refine_emit(sh, ls, -1, need, out, tr);
 }
 
 // Canonical fp32 bits of a fine key (inverse of topk_fine_key).
@@ -341,15 +372,7 @@ __device__ static TOPK_NOINLINE void topk_narrow_finish(TopkShared& sh, topk_u32
   }
   op.mode = 1;                                // the interval's values fit the list
   topk_range_pass(sh, op, src);
-  const int n = sh.cand_n;
-  if (n <= TOPK_RANK_MAX) {
-    topk_rank_emit(sh, cand, n, op.need, out, tr);
-  } else {
-    TopkListSrc ls;
-    ls.p = cand;
-    ls.n = n;
-    topk_refine_emit(sh, ls, -1, op.need, out, tr);
-  }
+  topk_list_emit(sh, cand, sh.cand_n, op.need, out, tr);
 }
 
 // Steps 2 and 3 over a source: emit bins > t, collect bin t into the candidate list, refine.
@@ -374,16 +397,11 @@ __device__ static inline void topk_finish(TopkShared& sh, topk_u32* cand, const 
   src.visit(cop);
   TOPK_SYNC();
   TOPK_STAMP(sh, 4);
-  if (sh.cand_n <= TOPK_RANK_MAX && sh.cand_n <= TOPK_CAP) {
-    topk_rank_emit(sh, cand, sh.cand_n, need_in_bin, out, tr);
-    for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);
-  } else if (sh.cand_n <= TOPK_CAP) {
-    TopkListSrc ls;
-    ls.p = cand;
-    ls.n = sh.cand_n;
-    topk_refine_emit(sh, ls, -1, need_in_bin, out, tr);   // every candidate is in bin t
+  const int n = sh.cand_n;
+  if (n <= TOPK_CAP) {
+    topk_list_emit(sh, cand, n, need_in_bin, out, tr);    // every candidate is in bin t
+    if (n <= TOPK_RANK_MAX) for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);   // ranked: no radix pass
   } else {                         // more than `count` (a lower bound): narrow, bins > t emitted
-    const int n = sh.cand_n;
     TOPK_SYNC();
     topk_narrow_finish(sh, cand, src, t, n, need_in_bin, true, out, tr);
   }

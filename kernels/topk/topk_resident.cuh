@@ -133,16 +133,8 @@ __device__ static inline void topk_res_solo(TopkShared& sh, const TopkSliceSrc& 
   src.visit(cop);
   TOPK_SYNC();
   TOPK_STAMP(sh, 4);
-  if (count > cap) {
-    topk_refine_emit(sh, src, t, need, o, tr);
-  } else if (count <= TOPK_RANK_MAX) {
-    topk_rank_emit(sh, cand, count, need, o, tr);
-  } else {
-    TopkListSrc ls;
-    ls.p = cand;
-    ls.n = count;
-    topk_refine_emit(sh, ls, -1, need, o, tr);
-  }
+  if (count > cap) topk_refine_emit(sh, src, t, need, o, tr);
+  else topk_list_emit(sh, cand, count, need, o, tr);
 }
 
 // Barrier among the `parts` blocks of a row: arrival `target` (k * parts for the k-th barrier)
@@ -212,25 +204,13 @@ __device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int*
   topk_u32 prefix = 0u, mask = 0u;
   for (int pass = 0; pass < 4; ++pass) {
     const int shift = 24 - 8 * pass;
-    topk_clear_hist(sh, 256);
-    TOPK_SYNC();
-    TopkDigitOp dop;
-    dop.hist = sh.hist;
-    dop.t = t;
-    dop.mask = mask;
-    dop.prefix = prefix;
-    dop.shift = shift;
-    src.visit(dop);
-    TOPK_SYNC();
+    topk_digit_hist(sh, src, t, mask, prefix, shift);
     int* dig = w + TOPK_RWS_DIG + 256 * pass;
     topk_res_merge(sh.hist, dig, 256);
     topk_res_barrier(w + TOPK_RWS_ARRIVE, (3 + pass) * parts);
     topk_res_fetch_counts(dig, sh.hist, 256);
     topk_find_threshold(sh, 256, need);
-    need -= sh.sel_above;
-    prefix |= ((topk_u32)sh.sel_bin) << shift;
-    mask |= 255u << shift;
-    TOPK_SYNC();
+    topk_digit_take(sh, need, prefix, mask, shift);
   }
   // this block's values of bin t above the key (gt) and equal to it (eq)
   int gt = 0, eq = 0;
@@ -346,14 +326,7 @@ __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const Top
     for (int i = TOPK_TID; i < 2 * nt; i += TOPK_THREADS) s[i] = (topk_u32)topk_ld_dev(gl + i);
     if (TOPK_TID == 0) sh.out_pos = above;   // bin t fills the slots after every block's bins > t
     TOPK_SYNC();
-    if (nt <= TOPK_RANK_MAX) {
-      topk_rank_emit(sh, s, nt, K - above, o, tr);
-    } else {
-      TopkListSrc ls;
-      ls.p = s;
-      ls.n = nt;
-      topk_refine_emit(sh, ls, -1, K - above, o, tr);
-    }
+    topk_list_emit(sh, s, nt, K - above, o, tr);
   }
   TOPK_SYNC();
   for (int i = TOPK_TID; i < TOPK_RWS_ZERO; i += TOPK_THREADS) w[i] = 0;

@@ -233,24 +233,36 @@ def test_split_path_stage_spills_to_global(order, cluster):
         _assert_exact(s, lens, K, out, what=f"split sorted {order} bits={bits} cluster={cluster}")
 
 
-def test_warp_floor_search_equals_the_serial_one():
-    """The long-row f0 comes from a 32-lane search on CUDA; a -DTOPK_VERIFY_FLOOR build also runs
-    the serial binary search and traps on any difference. Families whose guessed bins differ
-    widely (normal, heavy ties, specials with NaN/inf, denormals, -inf padding)."""
+# Appended to topk.cuh by the test below (never shipped): one warp a coarse bin, the 32-lane
+# floor search against the serial binary search; bad[0] counts differences, bad[1] = the last bin.
+_FLOOR_CHECK = r"""
+extern "C" __global__ void topk_floor_check(int* bad) {
+  const int t0 = (int)(blockIdx.x * (blockDim.x / 32u) + (threadIdx.x >> 5));
+  if (t0 >= TOPK_BINS) return;                     // warp-uniform: whole warps leave
+  const topk_u32 w = topk_fine_floor_of_bin_warp(t0);
+  if ((threadIdx.x & 31u) == 0u && w != topk_fine_floor_of_bin(t0)) {
+    atomicAdd(bad, 1);
+    bad[1] = t0;
+  }
+}
+"""
+
+
+@pytest.mark.skipif(bool(getattr(torch.version, "hip", None)), reason="the 32-lane search is CUDA's")
+@pytest.mark.parametrize("bits", [8, 12])
+def test_warp_floor_search_equals_the_serial_one(bits):
+    """The long-row floor f0 and the narrowing's bin range come from a 32-lane search on CUDA;
+    it must give the serial binary search's answer for every coarse bin (all 2^bits of them,
+    including the NaN, inf and denormal bins), not only for the bins some input reaches."""
     from occtune.build import rtc
 
-    for bits in (8, 12):
-        d = {**tk.defines(32768, 512, bits), "TOPK_VERIFY_FLOOR": 1}
-        kern = rtc.compile_kernel(tk.read_source(), tk.KERNEL_NAME, d, None, dynamic_smem=32768)
-        for name in ("random_normal", "heavy_ties", "specials", "denormals", "neg_inf_padding"):
-            s, lens = ref.make_case(name, 4, 131072, K, seed=5)
-            for split, cluster in ((0, False), (4, False), (4, _cluster_ok())):
-                st = torch.from_numpy(np.ascontiguousarray(s)).cuda()
-                lt = torch.from_numpy(np.asarray(lens, np.int32)).cuda()
-                out = tk.topk(st, K, lt, kernel=kern, split=split, cluster=cluster)
-                torch.cuda.synchronize()
-                _assert_exact(s, lens, K, out.cpu().numpy(),
-                              what=f"verify floor {name} bits={bits} split={split} cluster={cluster}")
+    d = tk.defines(32768, 512, bits)
+    kern = rtc.compile_kernel(tk.read_source() + _FLOOR_CHECK, "topk_floor_check", d, None)
+    bad = torch.zeros(2, dtype=torch.int32, device="cuda")
+    rtc.launch(kern, ((1 << bits) // 16,), (512,), [bad], shared_mem=0)
+    torch.cuda.synchronize()
+    n, last = bad.tolist()
+    assert n == 0, f"{n} of {1 << bits} bins differ, the last one {last} (bits={bits})"
 
 
 # ---- cluster kernel (sm_90+: a row over one thread-block cluster, lists in shared memory) ------
