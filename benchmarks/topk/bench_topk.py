@@ -218,10 +218,12 @@ _REGS_VALUES = {}
 def register_path(tk, on: bool) -> None:
     """Let the plan take the cluster kernel's register path (the default) or not (the sampled
     path at the same cluster size, for comparison); plans are made again after a change."""
-    default = _REGS_VALUES.setdefault("default", tk.CLUSTER_REGS_VALUES)
+    from occtune.kernels.topk import runtime        # cluster_regs reads its CLUSTER_REGS_VALUES
+
+    default = _REGS_VALUES.setdefault("default", runtime.CLUSTER_REGS_VALUES)
     want = default if on else 0
-    if tk.CLUSTER_REGS_VALUES != want:
-        tk.CLUSTER_REGS_VALUES = want
+    if runtime.CLUSTER_REGS_VALUES != want:
+        runtime.CLUSTER_REGS_VALUES = want
         tk.clear_plans()
 
 

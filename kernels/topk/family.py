@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from occtune.kernels import topk as tk
+from occtune.kernels.topk import runtime as rt
 from occtune.kernels.topk import reference as ref
 from occtune.engine.family import CheckResult, Family, Resources, phase
 from occtune.model.occupancy import max_lds_per_block
@@ -133,16 +134,16 @@ class TopkFamily(Family):
 
         def plan(B):
             torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
-            if tk._resident_choice(built, dev, tk._Shape(B, L, L, k, False, False, 0, 0), opts) is not None:
-                tk._resident_handle(built, b, t, bits, dev)
+            if rt._resident_choice(built, dev, rt._Shape(B, L, L, k, False, False, 0, 0), opts) is not None:
+                rt._resident_handle(built, b, t, bits, dev)
                 return
             if not scap:
                 return
-            S = tk._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
+            S = rt._cluster_plan(built, B, L, k, scap, nsms, None, None, b, t, bits, dev)
             if S:
-                tk._cluster_kernel(built, S, B, L, b, t, bits, dev)    # the register build, where it applies
+                rt._cluster_kernel(built, S, B, L, b, t, bits, dev)    # the register build, where it applies
             elif B < nsms:
-                tk._split_handle(built, b, t, bits, dev)
+                rt._split_handle(built, b, t, bits, dev)
         # the workload's rows and its adversarial sets' (at most 8) side by side: each plan may
         # wait seconds for a compile, and the second would otherwise start its own only then
         with ThreadPoolExecutor(2, thread_name_prefix="occtune-plan") as pool:

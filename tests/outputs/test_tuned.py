@@ -7,6 +7,7 @@ import yaml
 from occtune.outputs import tuned
 from occtune.errors import UserError
 from occtune.kernels import topk as tk
+from occtune.kernels.topk import runtime as rt
 from occtune.kernels.rope import default_config, tuned_config as rope_tuned
 
 from clihelp import REPO
@@ -42,12 +43,12 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
     """topk() with budget/threads/bits unset builds the tuned config of (B, L) on the scores'
     device; set arguments win; without results it builds the 128 KiB default."""
     monkeypatch.setenv("OCCTUNE_RESULTS", str(tmp_path))
-    tk._tuned.cache_clear()
+    rt._tuned.cache_clear()
     per = [{"workload": {"B": b, "L": 131072, "K": 2048}, "winner": {"lds_budget": lds, "threads": 512, "bits": 8}}
            for b, lds in ((1, 40960), (256, 49152))]
     _results(tmp_path, "topk", {"winner": {"config": per[0]["winner"]}, "per_workload": per})
     monkeypatch.setattr(tuned, "_target_of", lambda device: "sm_90")
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
     built = []
 
     class Stop(Exception):
@@ -57,13 +58,13 @@ def test_topk_takes_the_tuned_config_of_its_workload(tmp_path, monkeypatch):
         built.append((budget, threads, bits))
         raise Stop
 
-    monkeypatch.setattr(tk, "build", build)
+    monkeypatch.setattr(rt, "build", build)
     for B, kw in ((2, {}), (200, {}), (200, {"lds_budget": 65536}), (200, {"bits": 12})):
         with pytest.raises(Stop):
             tk.topk(torch.zeros(B, 131072), 2048, **kw)
     assert built == [(40960, 512, 8), (49152, 512, 8), (65536, 512, 8), (49152, 512, 12)]
     monkeypatch.setattr(tuned, "_target_of", lambda device: None)          # a CPU tensor, no GPU
-    tk._tuned.cache_clear()            # looked up once per workload in a process (no I/O per call)
+    rt._tuned.cache_clear()            # looked up once per workload in a process (no I/O per call)
     with pytest.raises(Stop):
         tk.topk(torch.zeros(2, 131072), 2048)
     assert built[-1] == (tk.DEFAULT_BUDGET, 512, 8)
@@ -76,6 +77,6 @@ def test_bad_results_are_reported_not_replaced_by_the_default(tmp_path, monkeypa
     (tmp_path / "sm_90").mkdir()
     (tmp_path / "sm_90" / "topk.yaml").write_text(text)
     monkeypatch.setattr(tuned, "_target_of", lambda device: "sm_90")
-    tk._tuned.cache_clear()
+    rt._tuned.cache_clear()
     with pytest.raises(UserError, match="topk.yaml"):
-        tk._tuned(1, 8192, 2048, "cuda")
+        rt._tuned(1, 8192, 2048, "cuda")

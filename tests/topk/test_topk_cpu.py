@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from occtune.kernels import topk as tk
+from occtune.kernels.topk import runtime as rt
 from occtune.build import compiled
 from occtune.kernels.topk import reference as ref
 from occtune.build import rtc
@@ -555,8 +556,8 @@ def test_launcher_plumbing_with_a_fake_device(monkeypatch):
     import torch
 
     launches, occ_calls = [], []
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
-    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
@@ -601,8 +602,8 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     import torch
 
     launches, built = [], []
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
-    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
@@ -619,7 +620,7 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
         extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
         return handles.setdefault((S, regs), rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
                                                            {**handle.defines, **extra}, [], 0.0, 49152))
-    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    monkeypatch.setattr(rt, "_cluster_handle", fake_cluster)
     monkeypatch.setattr(tk.policy, "RES_MAX_PARTS", 0)      # the long-row paths that do not fit on chip
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
@@ -676,13 +677,13 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
 
     def no_build(*a):
         raise UserError("cannot grant the shared memory")
-    monkeypatch.setattr(tk, "_cluster_handle", no_build)
+    monkeypatch.setattr(rt, "_cluster_handle", no_build)
     tk.clear_plans()
     tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split)
     assert [n for n, _, _ in launches] == [tk.SPLIT_KERNEL_NAME, tk.KERNEL_NAME]
     with pytest.raises(UserError, match="shared memory"):
         tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, cluster=True)
-    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
+    monkeypatch.setattr(rt, "_cluster_handle", fake_cluster)
     # a given split with cluster unset keeps the split kernel; cluster=True and split < 2 is an error
     launches.clear()
     tk.topk(torch.zeros(8, L), 2048, kernel=main, split_kernel=split, split=4)
@@ -754,9 +755,9 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 40)   # S=8 not for 64 rows
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
-    monkeypatch.setattr(tk, "_NUM_SMS", {})
-    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_NUM_SMS", {})
+    monkeypatch.setattr(rt, "_DERIVED_HANDLES", {})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -789,13 +790,13 @@ def test_a_shape_s_first_call_builds_the_cluster_sizes_it_may_try_side_by_side(m
     def fake_cluster(handle, S, budget, threads, bits, dev):
         barrier.wait()
         done.append((S, threading.current_thread().name))
-    monkeypatch.setattr(tk, "_cluster_handle", fake_cluster)
-    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    monkeypatch.setattr(rt, "_cluster_handle", fake_cluster)
+    monkeypatch.setattr(rt, "_DERIVED_HANDLES", {})
     main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 512, 12), [], 0.0, 49152)
-    tk._prefetch_clusters(main, [8, 7, 6], 49152, 512, 12, "cuda:0")
+    rt._prefetch_clusters(main, [8, 7, 6], 49152, 512, 12, "cuda:0")
     assert sorted(done) == [(6, "occtune-cluster-6"), (7, "occtune-cluster-7"), (8, "occtune-cluster-8")]
     done.clear()
-    tk._prefetch_clusters(main, [8], 49152, 512, 12, "cuda:0")     # one size: the plan builds it itself
+    rt._prefetch_clusters(main, [8], 49152, 512, 12, "cuda:0")     # one size: the plan builds it itself
     assert done == []
 
 
@@ -816,8 +817,8 @@ def test_warm_plans_the_workloads_rows_and_its_adversarial_rows_side_by_side(mon
         both.wait()                    # BrokenBarrierError: the plans ran one after the other
         planned.append(B)
         return 4
-    monkeypatch.setattr(tk, "_cluster_plan", fake_plan)
-    monkeypatch.setattr(tk, "_cluster_kernel", lambda handle, S, B, *a: planned.append(("kernel", S, B)))
+    monkeypatch.setattr(rt, "_cluster_plan", fake_plan)
+    monkeypatch.setattr(rt, "_cluster_kernel", lambda handle, S, B, *a: planned.append(("kernel", S, B)))
     monkeypatch.setattr(tk.policy, "RES_MAX_PARTS", 0)      # rows that do not fit on chip
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
@@ -840,13 +841,13 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
     import torch
 
     built = []
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
-    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(rtc, "launch_packed", lambda *a: None)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 1000)
-    monkeypatch.setattr(tk, "_DERIVED_HANDLES", {})
+    monkeypatch.setattr(rt, "_DERIVED_HANDLES", {})
     tk.clear_plans()
 
     def fake_compile(source, name, defines, dev, dynamic_smem=0):

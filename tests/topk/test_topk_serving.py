@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 from occtune.build import rtc  # noqa: E402
 from occtune.errors import UserError  # noqa: E402
 from occtune.kernels import topk as tk  # noqa: E402
+from occtune.kernels.topk import runtime as rt  # noqa: E402
 from occtune.build.rtc import ArgPack, Ptr  # noqa: E402
 
 K = 2048
@@ -79,8 +80,8 @@ class FakeDriver:
 def fake_gpu(monkeypatch):
     """132 SMs, 2 blocks/SM, plenty of resident clusters, cuda-python's driver API faked."""
     driver = FakeDriver()
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
-    monkeypatch.setattr(tk, "_NUM_SMS", {})
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_NUM_SMS", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
@@ -93,13 +94,13 @@ def fake_gpu(monkeypatch):
         extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
         return clusters.setdefault((S, regs), _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, **extra},
                                                       handle.dynamic_smem, 0x3000 + S + 0x100 * regs))
-    monkeypatch.setattr(tk, "_cluster_handle", cluster_handle)
+    monkeypatch.setattr(rt, "_cluster_handle", cluster_handle)
     resident = {}
 
     def resident_handle(handle, budget, threads, bits, dev):
         return resident.setdefault(0, _kernel(tk.RESIDENT_KERNEL_NAME, {**handle.defines, "TOPK_RESIDENT": 1},
                                               handle.dynamic_smem, 0x4000))
-    monkeypatch.setattr(tk, "_resident_handle", resident_handle)
+    monkeypatch.setattr(rt, "_resident_handle", resident_handle)
     tk.clear_plans()
     yield driver
     tk.clear_plans()
@@ -269,7 +270,7 @@ def test_a_known_plain_call_skips_the_argument_checks_but_a_changed_one_does_not
     """The serving path: a call whose scores' dtype, device, shape and strides and whose k and
     options were seen before takes its plan without re-checking; anything else is checked."""
     checked = []
-    monkeypatch.setattr(tk, "_check_args", lambda *a: checked.append(a[1]))
+    monkeypatch.setattr(rt, "_check_args", lambda *a: checked.append(a[1]))
     main = _main()
     x1, x2 = torch.zeros(4, 8192), torch.zeros(4, 8192)
     tk.topk(x1, K, kernel=main)
@@ -283,8 +284,8 @@ def test_a_known_plain_call_skips_the_argument_checks_but_a_changed_one_does_not
     tk.topk(x1, K, lengths, kernel=main)                                 # lengths are checked every call
     assert checked == [K, K, K, K, 1024, K, K]
     ids = (id(main), id(None))
-    assert tk._known_plan(tk._call_key(x1, [K], ids, None, {})) == (None, None)   # unhashable: no key
-    assert tk._call_key("not a tensor", K, ids, None, {}) is None and tk._known_plan(None) == (None, None)
+    assert rt._known_plan(rt._call_key(x1, [K], ids, None, {})) == (None, None)   # unhashable: no key
+    assert rt._call_key("not a tensor", K, ids, None, {}) is None and rt._known_plan(None) == (None, None)
     tk.topk(x1, K, kernel=main, threads=512)                             # another option: checked
     assert checked[-1] == K and len(checked) == 8
 
@@ -381,7 +382,7 @@ def test_torch_launcher_is_the_fallback(monkeypatch):
 
         def __call__(self, **kw):
             calls.append(kw)
-    monkeypatch.setattr(tk, "_check_args", lambda *a: None)
+    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
     monkeypatch.setattr(rtc, "_driver_api", lambda: None)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream",
                         lambda idx: pytest.fail("no raw stream without a driver API"), raising=False)
