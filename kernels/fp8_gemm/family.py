@@ -151,6 +151,11 @@ class Fp8GemmFamily(Family):
             return self
         return Fp8GemmFamily(**{**self.init_kwargs, "target": name, "backends": self._backends_given})
 
+    def with_workloads(self, workloads: list) -> "Fp8GemmFamily":
+        """The family on these (M, N, K): its resources and M buckets read from them."""
+        return Fp8GemmFamily(**{**self.init_kwargs, "workloads": workloads, "backends": self._backends_given},
+                             export_dir=self.export_dir)
+
     # --- the space -------------------------------------------------------------------------
     def axes(self) -> dict[str, list]:
         cfgs = self.profile.triton_configs(self.target)

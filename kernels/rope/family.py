@@ -146,6 +146,9 @@ class RopeFamily(Family):
         target = local_target()
         return compiled_resources(built.config, target) if target else None
 
+    def with_workloads(self, workloads: list) -> "RopeFamily":
+        return RopeFamily(workloads=workloads)
+
     def representative(self) -> dict:
         """The workload whose specialisation resources are read from: the largest T."""
         return max(self._workloads, key=lambda w: w["T"])

@@ -99,6 +99,32 @@ def test_tune_sweep_rope_crowns_no_config(tmp_path, capsys, monkeypatch):
     assert load_results(doc["results_file"])["winner"] is None
 
 
+@pytest.mark.parametrize("family_name,target,given,key", [
+    ("rope", "gfx950", ("--workload", "D=128"), ("D", 128)),
+    ("fp8_gemm", "gfx950", ("--workload", "N=1536", "--workload", "K=2048"), ("K", 2048)),
+])
+def test_sweep_reads_resources_for_the_asked_workloads(tmp_path, capsys, monkeypatch, family_name, target, given, key):
+    """`tune sweep rope --workload D=128` read every config's resources for the default workloads
+    (D=64): the rows and the file's resources_workload now name the shape asked for. Resources are
+    stubbed; each stub records the workload its family reads them from."""
+    from occtune.engine.registry import get_family
+
+    cls = type(get_family(family_name))
+    read = []
+
+    def stub(self, c, t):
+        rep = self.representative() if family_name == "rope" else self._representative()
+        read.append(rep[key[0]])
+        return Resources(threads=64 * c.get("num_warps", 4), vgprs=32, sgprs=30, source="stub")
+
+    monkeypatch.setattr(cls, "resources", stub)
+    code, out, err = run_main(capsys, "sweep", family_name, "--target", target, *given, "--out", tmp_path, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert read and set(read) == {key[1]}
+    assert doc["assumptions"]["resources_workload"][key[0]] == key[1]
+
+
 # ----------------------------------------------------------------------------- item 8: walls of text
 
 

@@ -111,6 +111,13 @@ class Family:
         (tune sweep, analyze, export) call it before they read the space or the macros."""
         return self
 
+    def with_workloads(self, workloads: list[Workload]) -> "Family":
+        """This family on ``workloads`` instead of its default ones: where a config's resources
+        (hence its analytic row) depend on the workload (a Triton specialisation of the shape), the
+        family returns an instance that reads them from these; the default is the family itself.
+        ``tune sweep --workload`` calls it, as a family's own verb builds it with its shapes."""
+        return self
+
     def baseline_config(self) -> Config:
         """The config users would otherwise run (the untuned default): speed-ups are against it."""
         raise NotImplementedError

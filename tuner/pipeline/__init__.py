@@ -55,6 +55,8 @@ def run_request(req: SweepRequest, family: Any = None):
     from occtune.engine.registry import get_family
 
     family = family if family is not None else get_family(req.family)
+    if req.workloads is not None:                # resources of the asked shapes, not the defaults'
+        family = family.with_workloads(list(req.workloads))
     if req.device == "cpu":
         return timed_run(family, None, *_space(family, req), req)
     target, local = resolve_target(req.target)
