@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from occtune.engine.options import from_cli, sweep_options, timed_options_given
+from occtune.engine.options import from_cli, results_options, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.units import parse_int_list
 
@@ -82,14 +82,8 @@ def parse_backends(text: str | None, vendor: str) -> list[str] | None:
                                               "decode kernel, partials added by a second kernel or by the tile's "
                                               "last program (any target).")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
-@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
-                                        "analytic).")
-@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
-@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
 @click.option("--export", "export_dir", help="Write the allow-list JSON and the use_triton predicate here.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
-                                                     "line for the rest).")
+@results_options
 @sweep_options
 def command(target_name, shapes, ms, backends, triton_text, analytic, out_dir, no_write, force, export_dir, as_json,
             show_all, **opts):

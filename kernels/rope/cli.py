@@ -14,7 +14,7 @@ import itertools
 
 import click
 
-from occtune.engine.options import from_cli, sweep_options, timed_options_given
+from occtune.engine.options import from_cli, results_options, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.kernels.rope.config import BLOCK_M_VALUES, NUM_WARPS_VALUES
 from occtune.validate import Rule, ValueList
@@ -58,13 +58,7 @@ def parse_grid(bms: list[int], nws: list[int], variants: str) -> list[dict]:
                    "T in 1,64,1024,8192,32768, H=128, D=64, inverse, on a 512-wide head.")
 @click.option("--target", "target_name", help="Target (default: the local GPU). Another target: analytic table.")
 @click.option("--analytic", is_flag=True, help="Cross-compiled resources and occupancy only, even on the GPU.")
-@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
-                                        "analytic).")
-@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
-@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
-                                                     "line for the rest).")
+@results_options
 @sweep_options
 def command(block_m, num_warps, variants, shapes, target_name, analytic, out_dir, no_write, force, as_json,
             show_all, **opts):

@@ -24,7 +24,7 @@ from rich.table import Table
 from occtune.outputs import provenance
 from occtune.kernels.topk.analysis import RESIDENT_PATHS, TopkSweep
 from occtune.kernels.topk.capacity import MEASURED_LABEL, UNIFORM_LABEL, coarse_bins
-from occtune.engine.options import from_cli, sweep_options, timed_options_given
+from occtune.engine.options import from_cli, results_options, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.model.occupancy import Resources, occupancy
 from occtune.output import console
@@ -71,18 +71,12 @@ def build_sweep(profile, budgets, threads, static_lds, bits, required_context, h
               help="Safety factor (1..1000) on the required context (default 1.25).")
 @click.option("--scores", type=click.Path(), help="Score rows (.pt/.npy/.safetensors): use the measured tie bound.")
 @click.option("--profile", "profile_path", type=click.Path(), help="Kernel profile (default: the family's profile.yaml).")
-@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
-                                        "analytic).")
-@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
-@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--analytic", is_flag=True, help="The analytic sweep even on the local GPU's target.")
 @click.option("--batch", type=POSITIVE_INT_LIST, default="1,8,64,256", show_default=True,
               help="Timed: batch sizes (rows).")
 @click.option("--lengths", type=SIZE_LIST, default="8K,64K,128K,1M", show_default=True,
               help="Timed: row lengths (K = 1024).")
-@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
-                                                     "line for the rest).")
+@results_options
 @sweep_options
 def command(target_name, budgets, threads, static_lds, bits, required_context, headroom, scores,
             profile_path, out_dir, no_write, force, as_json, analytic, batch, lengths, show_all, **opts):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from occtune.engine.options import from_cli, sweep_options, timed_options_given
+from occtune.engine.options import from_cli, results_options, sweep_options, timed_options_given
 from occtune.errors import UserError
 from occtune.validate import assignments
 
@@ -60,13 +60,7 @@ def _list_families(as_json: bool) -> None:
               help="Values of one parameter axis (repeatable); other axes keep the family's defaults.")
 @click.option("--workload", "workload_items", multiple=True, metavar="KEY=V1,V2",
               help="Workload values (repeatable; their product is swept); other keys keep the defaults.")
-@click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ when "
-                                        "analytic).")
-@click.option("--no-write", is_flag=True, help="Print only; write no results file.")
-@click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 and one "
-                                                     "line for the rest).")
+@results_options
 @sweep_options
 def command(family_name, list_only, target_name, analytic, device, sets, workload_items, out_dir, no_write, force,
             as_json, show_all, **opts):

@@ -86,6 +86,23 @@ def check_devices(devices: tuple[str, ...] | None) -> None:
         raise UserError(f"--devices {','.join(missing)}: this machine has {have}; list indices it has")
 
 
+def results_options(f):
+    """The results-file and display options of every sweeping verb (tune sweep, topk, rope,
+    fp8-gemm): --out, --no-write, --force, --json, --all."""
+    opts = [
+        click.option("--out", "out_dir", help="Results folder (default: results/ when timed, occtune-results/ "
+                                              "when analytic)."),
+        click.option("--no-write", is_flag=True, help="Print only; write no results file."),
+        click.option("--force", is_flag=True, help="Let an analytic sweep replace timed results."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+        click.option("--all", "show_all", is_flag=True, help="Show every row (default: the winner, the top 10 "
+                                                             "and one line for the rest)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
 def sweep_options(f):
     """The shared click options of every sweeping command (see :func:`from_cli`)."""
     opts = [
