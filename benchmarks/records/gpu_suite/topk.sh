@@ -10,7 +10,7 @@ echo "revision $(cat .whl/REVISION)"; nvidia-smi --query-gpu=name,driver_version
 t0=$(date +%s); el() { echo "  [$(( $(date +%s) - t0 )) s]"; }
 stage() { local name=$1 limit=$2; shift 2; timeout "$limit" python3 -m pytest -q -p no:cacheprovider "$@" \
           > "$OUT/$name.log" 2>&1; echo "== $name rc=$?"; tail -n 3 "$OUT/$name.log"; el; }
-timeout 60 python3 benchmarks/records/merge_check/prebuild.py 40960:512:8:resident,split,cluster2,cluster3,cluster4,cluster8,cluster16 \
+timeout 60 python3 benchmarks/topk/prebuild.py 40960:512:8:resident,split,cluster2,cluster3,cluster4,cluster8,cluster16 \
   40960:512:12:resident,split,cluster2,cluster5 40960:256:12:cluster2 4096:512:8:resident 32768:512:8:resident,split,cluster2,cluster4,cluster8 \
   32768:512:12:resident,split,cluster2,cluster4,cluster8,cluster8r 32768:256:12:cluster8 32768:1024:12:resident,cluster8 \
   49152:512:8:resident,split,cluster2,cluster4,cluster8 49152:512:12:resident,split,cluster2,cluster4,cluster8 \

@@ -10,7 +10,7 @@ echo "revision $(cat .whl/REVISION)"; nvidia-smi --query-gpu=name,driver_version
 t0=$(date +%s); el() { echo "  [$(( $(date +%s) - t0 )) s]"; }
 stage() { local name=$1 limit=$2; shift 2; timeout "$limit" python3 -m pytest -q -p no:cacheprovider "$@" \
           > "$OUT/$name.log" 2>&1; echo "== $name rc=$?"; tail -n 3 "$OUT/$name.log"; el; }
-timeout 40 python3 benchmarks/records/merge_check/prebuild.py 98304:512:8:resident 98304:1024:12:resident \
+timeout 40 python3 benchmarks/topk/prebuild.py 98304:512:8:resident 98304:1024:12:resident \
   38912:512:8:resident 38912:1024:12:resident 32768:512:8:resident 32768:1024:12:resident 4096:512:8:resident \
   4096:1024:12:resident 40960:512:12:resident 8192:512:12:resident 16384:512:12:resident \
   32768:512:12:resident,split,cluster2,cluster3,cluster4,cluster8r 49152:512:12:resident,split,cluster2 2>&1 | tail -2; el

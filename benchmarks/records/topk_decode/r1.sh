@@ -9,7 +9,7 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OCCTUNE_CACHE_DIR=/tmp/occtune-ca
 echo "revision $(cat .whl/REVISION)"; t0=$(date +%s); el() { echo "  [$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 R=benchmarks/records/topk_decode
-timeout 120 python3 $R/prebuild.py 98304:512:8:resident 98304:1024:12:resident 38912:512:8:resident \
+timeout 120 python3 benchmarks/topk/prebuild.py 98304:512:8:resident 98304:1024:12:resident 38912:512:8:resident \
   38912:1024:12:resident 32768:512:8:resident 32768:1024:12:resident,split 4096:512:8:resident \
   4096:1024:12:resident 40960:512:12:resident 8192:512:12:resident 16384:512:12:resident \
   32768:512:12:resident,split,cluster8,cluster8r 40960:1024:12:resident 49152:512:12:resident \

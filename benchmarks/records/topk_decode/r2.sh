@@ -10,7 +10,7 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OCCTUNE_CACHE_DIR=/tmp/occtune-ca
 echo "revision $(cat .whl/REVISION)"; t0=$(date +%s); el() { echo "  [$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 R=benchmarks/records/topk_decode
-timeout 75 python3 $R/prebuild.py 98304:512:8:resident 98304:1024:12:resident 38912:512:8:resident \
+timeout 75 python3 benchmarks/topk/prebuild.py 98304:512:8:resident 98304:1024:12:resident 38912:512:8:resident \
   38912:1024:12:resident 32768:512:8:resident,split,cluster2,cluster3,cluster4,cluster8 \
   32768:1024:12:resident,split,cluster8r 4096:512:8:resident 4096:1024:12:resident 40960:512:8:resident \
   40960:512:12:resident,split 8192:512:12:resident 16384:512:12:resident 64:512:8 64:512:12 4096:512:12 \
