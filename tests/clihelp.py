@@ -59,15 +59,25 @@ def check_user_error(result, *fragments):
     return err.strip()
 
 
-def load_benchmark(name: str):
-    """benchmarks/<name>.py (e.g. ``topk/bench_topk``) as a module, its folder on sys.path as when
-    the script runs (a script in a family folder puts benchmarks/ there itself: harness.py)."""
+def load_script(path: Path):
+    """A script of the repository (benchmarks/, tools/) as a module, its folder on sys.path as when
+    the script runs."""
     import importlib.util
 
-    path = REPO / "benchmarks" / f"{name}.py"
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py (e.g. ``topk/bench_topk``) as a module (a script in a family folder
+    puts benchmarks/ on sys.path itself: harness.py)."""
+    return load_script(REPO / "benchmarks" / f"{name}.py")
+
+
+def load_tool(name: str):
+    """tools/<name>.py (e.g. ``precompute``) as a module."""
+    return load_script(REPO / "tools" / f"{name}.py")

@@ -4,7 +4,6 @@ default configs and compilers here, and giving the answer a fresh compile gives.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,17 +11,12 @@ import pytest
 
 from occtune.build import compiled, diskcache
 
+from clihelp import load_tool
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("precompute_tool", REPO / "tools" / "precompute.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-precompute = _tool()
+precompute = load_tool("precompute")
 
 
 def _project_compilers() -> str | None:

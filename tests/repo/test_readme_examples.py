@@ -5,23 +5,17 @@ with dates, git revisions, version numbers, absolute paths and the host masked."
 from __future__ import annotations
 
 import difflib
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from clihelp import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = "run `python3 tools/readme_examples.py` and commit what it writes"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("readme_examples_tool", REPO / "tools" / "readme_examples.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tool = _tool()
+tool = load_tool("readme_examples")
 
 
 def _diff(old: str, new: str, name: str) -> str:
