@@ -1,5 +1,6 @@
 """Test doubles for the engine, importable by spawned workers: a fake timer, a tiny Triton family,
-and a fault-injecting family (build error, wrong answer, hang, crash, interrupt).
+and a fault-injecting family (build error, wrong answer, hang, crash, interrupt); and a fake
+132-SM device for the top-k launcher's host side (``fake_sms``).
 
 ``AxpyFamily`` is also a real (if trivial) kernel: ``python3 examples/engine_demo.py --family axpy``
 sweeps it on a GPU to show the engine end to end.
@@ -204,3 +205,17 @@ class AxpyFamily(Family):
 
     def bytes_moved(self, workload):
         return 12 * workload["n"]
+
+
+def fake_sms(monkeypatch, sms: int = 132) -> None:
+    """The top-k launcher's host side without a GPU: CPU tensors pass its argument check, the SM
+    count is asked afresh (of torch's device properties, faked to ``sms`` SMs)."""
+    import types
+
+    import torch
+
+    from occtune.kernels.topk import runtime
+
+    monkeypatch.setattr(runtime, "_check_args", lambda *a: None)
+    monkeypatch.setattr(runtime, "_NUM_SMS", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: types.SimpleNamespace(multi_processor_count=sms))

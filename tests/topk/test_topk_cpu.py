@@ -16,6 +16,7 @@ from occtune.kernels.topk import reference as ref
 from occtune.build import rtc
 from occtune.errors import UserError
 from clihelp import load_benchmark
+from doubles import fake_sms
 
 K = 64
 
@@ -551,15 +552,11 @@ def test_compiles_for_gfx942(bits):
 def test_launcher_plumbing_with_a_fake_device(monkeypatch):
     """The host side of occtune.kernels.topk.topk without a GPU: which kernels it launches, on what grid,
     with what split and record sizes, and that the driver's occupancy answer is asked once."""
-    import types
 
     import torch
 
     launches, occ_calls = [], []
-    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
-    monkeypatch.setattr(rt, "_NUM_SMS", {})
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    fake_sms(monkeypatch)
     monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
                         launches.append((h.name, (grid,), (block,), pack.values(tensors))))
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: occ_calls.append((h.name, thr)) or 2)
@@ -597,15 +594,11 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
     budget, sizes the cluster for one wave (driver's blocks/SM and resident-cluster answers),
     launches one kernel (its scratch list holds only spills), and keeps the split kernel where it
     does not fit."""
-    import types
 
     import torch
 
     launches, built = [], []
-    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
-    monkeypatch.setattr(rt, "_NUM_SMS", {})
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    fake_sms(monkeypatch)
     monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
                         launches.append((h.name, (grid,), pack.values(tensors))))
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
@@ -740,7 +733,6 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     """TopkFamily.warm (the engine's ahead-of-time build) runs the launcher's own planning: after
     it, planning the launches of every default workload (and of its adversarial sets' shapes)
     compiles nothing."""
-    import types
 
     import torch
 
@@ -755,14 +747,11 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 40)   # S=8 not for 64 rows
-    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
-    monkeypatch.setattr(rt, "_NUM_SMS", {})
+    fake_sms(monkeypatch)
     monkeypatch.setattr(rt, "_DERIVED_HANDLES", {})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
     fam = TopkFamily()
     for cfg in ({"lds_budget": 32768, "threads": 512, "bits": 8}, {"lds_budget": 131072, "threads": 512, "bits": 8}):
         main = tk.build(cfg["lds_budget"], cfg["threads"], cfg["bits"])
@@ -836,14 +825,11 @@ def test_a_first_call_builds_lower_cluster_sizes_only_where_the_first_may_not_fi
     """One row per cluster of 8 on 132 SMs fits for sure: build S=8 alone (and its register
     build: 16K-value slices); 64 rows in clusters of 4 with 2 blocks/SM fill the GPU: S=3 and S=2
     are built alongside S=4 (the driver may refuse 4)."""
-    import types
 
     import torch
 
     built = []
-    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
-    monkeypatch.setattr(rt, "_NUM_SMS", {})
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    fake_sms(monkeypatch)
     monkeypatch.setattr(rtc, "launch_packed", lambda *a: None)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 1000)

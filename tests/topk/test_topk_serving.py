@@ -17,6 +17,7 @@ from occtune.errors import UserError  # noqa: E402
 from occtune.kernels import topk as tk  # noqa: E402
 from occtune.kernels.topk import runtime as rt  # noqa: E402
 from occtune.build.rtc import ArgPack, Ptr  # noqa: E402
+from doubles import fake_sms  # noqa: E402
 
 K = 2048
 STREAM = 0x5157
@@ -80,10 +81,7 @@ class FakeDriver:
 def fake_gpu(monkeypatch):
     """132 SMs, 2 blocks/SM, plenty of resident clusters, cuda-python's driver API faked."""
     driver = FakeDriver()
-    monkeypatch.setattr(rt, "_check_args", lambda *a: None)
-    monkeypatch.setattr(rt, "_NUM_SMS", {})
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda dev: types.SimpleNamespace(multi_processor_count=132))
+    fake_sms(monkeypatch)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 1000)
     monkeypatch.setattr(rtc, "_driver_api", lambda: ("cuda-python", driver))
