@@ -141,16 +141,19 @@ class ResidentPlan(NamedTuple):
     ws_row: int
 
 
-def resident_parts(B: int, L: int, lds_budget: int, num_sms: int, one_block: bool = False) -> int:
-    """Blocks a row of the automatic resident plan: 0 (the two-pass kernel; 1 with ``one_block``)
-    where the row and RES_MIN_CAP candidates fit one block's budget, else the fewest blocks whose slices fit, raised
-    towards slices of about RES_SLICE values while the B rows' blocks stay within one per SM (the
-    merge then starts sooner); 0 where a row needs more than RES_MAX_PARTS blocks.
+def resident_parts(B: int, L: int, lds_budget: int, num_sms: int, one_block: bool = True) -> int:
+    """Blocks a row of the automatic resident plan: 1 where the row and RES_MIN_CAP candidates fit
+    one block's budget (0, the two-pass kernel, with ``one_block`` false), else the fewest blocks
+    whose slices fit, raised towards slices of about RES_SLICE values while the B rows' blocks stay
+    within one per SM (the merge then starts sooner); 0 where a row needs more than RES_MAX_PARTS
+    blocks.
 
-    One block a row stays available (``resident=1``) but is not chosen: on the H200 it was slower
-    than the two-pass kernel at every config measured (benchmarks/records/topk_decode/r2: (1, 8K)
-    12.9 against 11.4 us at 48 KiB/1024 threads, (64, 8K) 14.0 against 12.2): an 8K row's second
-    read hits the L2, and the one-block phases, not the reads, take the time."""
+    One block a row is chosen since its collect and load take one shared atomic a value out
+    (benchmarks/records/topk_regs, run6, H200, 48 KiB): (1, 8K) 10.72 us against the two-pass
+    kernel's 11.47 at 1024 threads, 11.18 against 15.04 at 512; (64, 8K) 11.62 against 12.24; it
+    lost before that change (records/topk_decode/r2: 12.9 against 11.4). The runtime passes
+    ``one_block`` false for rows that are not 16-byte aligned (an odd row stride, row starts),
+    which the one-block load reads 4 bytes at a time: (3, 10001) took 16.42 us against 13.58."""
     per = resident_slice(lds_budget)
     if per <= 0:
         return 0

@@ -322,8 +322,9 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, options: TopkO
     - ``resident``: rows that fit on chip are read once into the blocks' LDS (the budget is the
       slice each block keeps): one block a row where a row fits one budget, else several blocks a
       row that merge their histograms in a workspace of the plan (one wave; the call allocates
-      nothing for it). None chooses it wherever it fits with ``split`` and ``cluster`` unset; False
-      turns it off; True insists; an int forces that many blocks a row.
+      nothing for it). None chooses it wherever it fits with ``split`` and ``cluster`` unset (one
+      block a row only where rows are 16-byte aligned: a row stride of a multiple of 4, no
+      ``row_starts``); False turns it off; True insists; an int forces that many blocks a row.
     - ``split``: blocks per long row for the main pass (None: chosen from B and the SM count; 0/1:
       one block per row), see ``split_plan``. ``cluster``: on sm_90+ a split row is done by one
       thread-block cluster in a single kernel (topk_cluster_kernel); None chooses it with split
@@ -576,7 +577,8 @@ def _resident_choice(handle, dev, r: _Shape, o: TopkOptions) -> ResidentPlan | N
     else:
         if o.resident is None and r.L <= r.k:
             return None
-        parts = policy.resident_parts(r.B, r.L, smem, nsms, one_block=o.resident is True)
+        aligned = r.stride % 4 == 0 and not r.has_starts        # the one-block load's 16-byte reads
+        parts = policy.resident_parts(r.B, r.L, smem, nsms, one_block=o.resident is True or aligned)
         if not parts:
             if o.resident:
                 raise UserError(f"resident=True: a row of {r.L} scores needs more than {policy.RES_MAX_PARTS} "

@@ -95,17 +95,45 @@ __device__ static inline void topk_res_load(TopkShared& sh, const float* p, int 
         s[4 * i4 + 3] = b[3];
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) topk_hist_add_u(sh.hist, ok ? topk_bin(b[j]) : 0, ok);
+      for (int j = 0; j < 4; ++j)
+        if (ok) topk_hist_inc(sh.hist, topk_bin(b[j]));
     }
   }
   for (int base = 4 * nv; base < n; base += TOPK_THREADS) {   // the rest, block-uniform rounds
     const int i = base + tid;
     const bool ok = i < n;
     const topk_u32 b = ok ? topk_canon(topk_bits(p[i])) : 0u;
-    if (ok) s[i] = b;
-    topk_hist_add_u(sh.hist, ok ? topk_bin(b) : 0, ok);
+    if (ok) {
+      s[i] = b;
+      topk_hist_inc(sh.hist, topk_bin(b));
+    }
   }
   TOPK_SYNC();
+}
+
+// Collect: the slice's values of bins > t to the output (slots from sh.out_pos), of bin t to the
+// list (slots from sh.cand_n; the block's candidates after its slice, or a spread row's global
+// list) where `collect`. One float compare skips the values below bin t before their bin is
+// computed (topk_bin_prefilter), and each value that goes out takes one shared atomic. On the H200
+// the list-round collect (a warp-wide reservation per round of every value) took 3.5 us of a
+// (1, 1M) row's 16 (profile_topk.py, records/topk_decode/r2); for one-block rows this collect and
+// the load's one atomic a value took (1, 8K) at 48 KiB / 1024 threads from 12.86 to 10.72 us, 34,634
+// warp instructions against 46,487 (records/topk_regs, run6).
+__device__ static inline void topk_res_collect(TopkShared& sh, const TopkSliceSrc& src, int t, bool collect,
+                                              topk_u32* list, int* o, const TopkTransform& tr) {
+  const float thr = topk_bin_prefilter(t);
+  for (int i = TOPK_TID; i < src.n; i += TOPK_THREADS) {
+    const topk_u32 b = src.bits[i];
+    if (topk_float(b) <= thr) continue;          // below bin t (NaN, canonical: never)
+    const int bin = topk_bin(b);
+    if (bin > t) {
+      o[topk_atomic_add(&sh.out_pos, 1)] = tr.apply(src.idx_off + i);
+    } else if (bin == t && collect) {
+      const int c = topk_atomic_add(&sh.cand_n, 1);
+      list[2 * c] = (topk_u32)(src.idx_off + i);
+      list[2 * c + 1] = b;
+    }
+  }
 }
 
 // Steps 2-3 of a row held by one block: bins > need's threshold to the output, bin t collected
@@ -122,15 +150,7 @@ __device__ static inline void topk_res_solo(TopkShared& sh, const TopkSliceSrc& 
     if (count > cap) sh.flags |= TOPK_FLAG_BIN_OVF;
   }
   TOPK_SYNC();                   // sel_* and hist[t] read before the finish reuses them
-  TopkCollectOp cop;
-  cop.sh = &sh;
-  cop.cand = cand;
-  cop.t = t;
-  cop.out = o;
-  cop.tr = &tr;
-  cop.cap = cap;
-  cop.collect = count <= cap;    // block-uniform
-  src.visit(cop);
+  topk_res_collect(sh, src, t, count <= cap, cand, o, tr);
   TOPK_SYNC();
   TOPK_STAMP(sh, 4);
   if (count > cap) topk_refine_emit(sh, src, t, need, o, tr);
@@ -246,29 +266,6 @@ __device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int*
   src.visit(eop);
 }
 
-// A spread row's collect: this block's values of bins > t to the output (slots from sh.out_pos),
-// of bin t to the row's list (slots from sh.cand_n) where `collect`. A slice holds few of them
-// (about (K + count(t)) / parts): one float compare skips the rest before their bin is computed
-// (topk_bin_prefilter), and each value that goes out takes one shared atomic. On the H200 the
-// list-round collect (a warp-wide reservation per round of every value) took 3.5 us of a (1, 1M)
-// row's 16 (profile_topk.py, records/topk_decode/r2).
-__device__ static inline void topk_res_spread_collect(TopkShared& sh, const TopkSliceSrc& src, int t, bool collect,
-                                                      topk_u32* list, int* o, const TopkTransform& tr) {
-  const float thr = topk_bin_prefilter(t);
-  for (int i = TOPK_TID; i < src.n; i += TOPK_THREADS) {
-    const topk_u32 b = src.bits[i];
-    if (topk_float(b) <= thr) continue;          // below bin t (NaN, canonical: never)
-    const int bin = topk_bin(b);
-    if (bin > t) {
-      o[topk_atomic_add(&sh.out_pos, 1)] = tr.apply(src.idx_off + i);
-    } else if (bin == t && collect) {
-      const int c = topk_atomic_add(&sh.cand_n, 1);
-      list[2 * c] = (topk_u32)(src.idx_off + i);
-      list[2 * c + 1] = b;
-    }
-  }
-}
-
 // Steps 2-3 of a row over `parts` blocks (see the head of this file). w: the row's workspace.
 // Returns true in the block that finished the row (the last to arrive).
 __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const TopkSliceSrc& src, topk_u32* s,
@@ -312,7 +309,7 @@ __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const Top
     sh.cand_n = fits && sh.hist[t] ? topk_atomic_add_dev(w + TOPK_RWS_CAND, sh.hist[t]) : 0;
   }
   TOPK_SYNC();
-  topk_res_spread_collect(sh, src, t, fits, (topk_u32*)(w + TOPK_RWS_ZERO), o, tr);
+  topk_res_collect(sh, src, t, fits, (topk_u32*)(w + TOPK_RWS_ZERO), o, tr);
   TOPK_STAMP(sh, 4);
   int finals = 3;                        // the last arrival's count, in units of parts
   if (!fits) {

@@ -10,9 +10,10 @@ from occtune.kernels.topk import policy
 from occtune.kernels.topk.options import TopkOptions, options_of
 
 
-def test_rows_that_fit_one_block_keep_the_two_pass_kernel_unless_asked():
-    assert policy.resident_parts(64, 8192, 40960, 132) == 0                  # 32 KiB + 2 KiB <= 40 KiB
-    assert policy.resident_parts(64, 8192, 40960, 132, one_block=True) == 1   # resident=True
+def test_rows_that_fit_one_block_take_one_block_unless_unaligned():
+    assert policy.resident_parts(64, 8192, 40960, 132) == 1                   # 32 KiB + 2 KiB <= 40 KiB
+    assert policy.resident_parts(64, 8192, 40960, 132, one_block=False) == 0  # the two-pass kernel
+    assert policy.resident_parts(64, 8192, 32768, 132, one_block=False) == 2  # spread rows stay spread
     assert policy.resident_parts(64, 8192, 32768, 132) == 2                  # no room for candidates
     p = policy.resident_plan(64, 8192, 12, 40960, 1)
     assert p == policy.ResidentPlan(1, 8192, (40960 - 32768) // 8, 8192, 0)

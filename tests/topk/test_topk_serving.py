@@ -145,15 +145,17 @@ def test_one_block_path_packs_the_rows_output_and_placeholders(fake_gpu):
 
 
 def test_resident_paths_one_launch_and_a_workspace_per_stream(fake_gpu, monkeypatch):
-    """Rows that fit one block's budget: the two-pass kernel unless asked (resident=1: one block a
-    row, the candidate list after the slice, no workspace). Rows over several blocks: one launch of
-    B x parts blocks and the plan's workspace, the same on every call of a stream (zeroed once: each
-    call leaves it so), another stream's its own."""
+    """Rows that fit one block's budget: one block a row (the candidate list after the slice, no
+    workspace), where rows are 16-byte aligned; the two-pass kernel for an odd row stride unless
+    asked. Rows over several blocks: one launch of B x parts blocks and the plan's workspace, the
+    same on every call of a stream (zeroed once: each call leaves it so), another stream's its own."""
     main = _main()
+    odd = torch.zeros(4, 8193)[:, :8192]
+    assert tk.plan_for(odd, K, kernel=main).nresident == 0
+    assert tk.plan_for(odd, K, kernel=main, resident=True).nresident == 1
     x = torch.zeros(4, 8192)
-    assert tk.plan_for(x, K, kernel=main).nresident == 0
-    out = tk.topk(x, K, kernel=main, resident=True)
-    plan = tk.plan_for(x, K, kernel=main, resident=True)
+    out = tk.topk(x, K, kernel=main)
+    plan = tk.plan_for(x, K, kernel=main)
     (f, grid, block, smem, _, params), = _decoded(fake_gpu, plan)
     d = plan.dummy.data_ptr()
     assert f == ("CUfunction", 0x4000) and grid == (4, 1, 1) and block == (512, 1, 1) and smem == 49152
