@@ -269,7 +269,7 @@ class TopkFamily(Family):
         threads = int(config["threads"])
         try:
             r = probe(tk.read_source(), tk.RESIDENT_KERNEL_NAME, {**self.macros(config), "TOPK_RESIDENT": 1},
-                      target.name, threads=threads, name=tk.SOURCE_PATH.name)
+                      target.name, threads=threads, name=tk.SOURCE_PATH.name, shipped=tk.PRECOMPUTED)
         except (compiled.NoCompilerError, compiled.CompileError):
             return None
         occ = occupancy(target, Resources(threads=threads, static_lds=r.static_lds, dynamic_lds=int(config["lds_budget"]),
