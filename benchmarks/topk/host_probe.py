@@ -2,7 +2,8 @@
 """Host cost of one top-k call (GPU machine): microseconds of host time per call, measured as the
 wall time of N back-to-back calls without synchronisation (issue 17), for ours (the launcher's
 serving path; also into the caller's own output buffer, out=), ours through torch's launcher
-(the fallback), the op (torch.ops.occtune.topk), a CUDA graph replay of one call, and
+(the fallback), the op (torch.ops.occtune.topk, with and without lengths; its kernel C++ or
+Python, as printed), a CUDA graph replay of one call, and
 torch.topk; plus the pieces of our call (one bare driver launch of the packed arguments, one
 output allocation).
 
@@ -28,8 +29,8 @@ from harness import gpu_missing, graph_of, parse_shapes, refuse, serving_loop  #
 
 
 def probe_shape(torch, tk, kern, B, L, k, n, config):
-    import occtune.kernels.topk.op  # noqa: F401  (registers torch.ops.occtune.topk)
     from occtune.build import rtc
+    from occtune.kernels.topk import op      # registers torch.ops.occtune.topk
 
     x = torch.randn(B, L, device="cuda")
     slow = dataclasses.replace(kern, launcher="torch", fn=None)      # torch's launcher, same kernel
@@ -43,17 +44,21 @@ def probe_shape(torch, tk, kern, B, L, k, n, config):
     pack = rtc.ArgPack(pack.template)            # its own copy, bound to tensors that stay alive
     pack.bind(tuple(t.data_ptr() for t in tensors))
     g = graph_of(torch, lambda: tk.topk(x, k, kernel=kern))
+    lengths = torch.full((B,), L, dtype=torch.int32, device="cuda")
     own = torch.empty((B, k), **i32)
     rows = [("ours", lambda: tk.topk(x, k, kernel=kern)),
             ("ours, out= (own buffer)", lambda: tk.topk(x, k, kernel=kern, out=own)),
             ("ours, torch launcher", lambda: tk.topk(x, k, kernel=slow)),
             ("torch.ops.occtune.topk", lambda: torch.ops.occtune.topk(x, k, **config)),
+            ("torch.ops.occtune.topk lengths", lambda: torch.ops.occtune.topk(x, k, lengths, **config)),
             ("ours, CUDA graph replay", g.replay),
             ("  one driver launch", lambda: rtc.launch_packed(h, grid, block, smem, pack, stream, tensors)),
             ("  one output allocation", lambda: torch.empty((B, k), dtype=torch.int32, device="cuda")),
             ("torch.topk", lambda: torch.topk(x, k, dim=-1, sorted=False))]
     print(f"\nB={B} L={L} k={k}: launcher {kern.launcher}, {len(plan.launches)} launch(es), "
           f"split {plan.nsplit}, cluster {plan.ncluster}, resident {plan.nresident}; {n} calls, no sync")
+    why = op.native_error()
+    print(f"  the op's kernel: {'C++ (op_native.cpp)' if why is None else f'Python ({why})'}")
     print(f"  {'':28s} {'host us/call':>13s} {'loop us/call':>13s}")
     for name, fn in rows:
         host, loop = serving_loop(torch, fn, n)

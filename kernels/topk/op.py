@@ -12,13 +12,25 @@ launches; the plain function ``occtune.kernels.topk.topk`` stays::
 with ``Library.define``/``impl`` rather than ``torch.library.custom_op``, whose Python wrapper
 layers (autograd, aliasing checks) cost tens of microseconds of host time per eager call; here
 the dispatcher calls the launcher directly. Its output is int32 indices: nothing to differentiate.
+
+On a GPU machine with a C++ compiler the op's CUDA kernel is C++ (``op_native.cpp``, built once
+for the torch in use and cached like the other native code, about 20 s the first time): a
+repeated call of a known plan costs the dispatcher, the output's allocation and the launches,
+with no Python. The first call of each plan, captured calls and calls with a page table or
+offsets still run ``tk.topk`` (Python). ``native_error()`` says why the C++ kernel is not in use
+where it is not (``OCCTUNE_NATIVE_OP=0`` turns it off).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import torch
 
+from occtune.build import native, rtc
 from occtune.kernels import topk as tk
+from occtune.kernels.topk import runtime
 
 SCHEMA = ("topk(Tensor scores, SymInt k=2048, Tensor? lengths=None, Tensor? row_starts=None, "
           "SymInt? lds_budget=None, SymInt? threads=None, SymInt? bits=None, Tensor? page_table=None, "
@@ -26,18 +38,60 @@ SCHEMA = ("topk(Tensor scores, SymInt k=2048, Tensor? lengths=None, Tensor? row_
 
 _LIB = torch.library.Library("occtune", "DEF")      # kept alive: the op lives as long as the module
 _LIB.define(SCHEMA, tags=(torch.Tag.pt2_compliant_tag,))
+NATIVE_SOURCE = Path(__file__).with_name("op_native.cpp")
+
+
+def _config(lds_budget, threads, bits) -> dict:
+    return {name: v for name, v in (("lds_budget", lds_budget), ("threads", threads), ("bits", bits)) if v is not None}
 
 
 def topk_op(scores, k=2048, lengths=None, row_starts=None, lds_budget=None, threads=None, bits=None,
             page_table=None, page_bits=0, offsets=None):
-    """The op's CUDA kernel: ``tk.topk`` with the config left unset where None."""
-    config = {} if lds_budget is None and threads is None and bits is None else {
-        name: v for name, v in (("lds_budget", lds_budget), ("threads", threads), ("bits", bits)) if v is not None}
+    """The op's kernel in Python: ``tk.topk`` with the config left unset where None."""
     return tk.topk(scores, k, lengths, row_starts, page_table=page_table, page_bits=page_bits,
-                   offsets=offsets, **config)
+                   offsets=offsets, **_config(lds_budget, threads, bits))
 
 
-_LIB.impl("topk", topk_op, "CUDA")
+def describe_op(scores, k, lengths, row_starts, lds_budget, threads, bits) -> list[int]:
+    """The plan of a call (made already by ``topk_op``) as the C++ kernel launches it."""
+    plan = tk.plan_for(scores, k, lengths, row_starts, **_config(lds_budget, threads, bits))
+    return runtime.native_description(plan)
+
+
+def _load_native() -> str | None:
+    """Load ``op_native.cpp`` (built once) as the op's CUDA kernel; None when it is in use, else why
+    not (then ``topk_op`` is)."""
+    if os.environ.get("OCCTUNE_NATIVE_OP", "1") == "0":
+        return "OCCTUNE_NATIVE_OP=0"
+    if not torch.cuda.is_available():
+        return "no GPU"
+    hip = bool(getattr(torch.version, "hip", None))
+    function = rtc.driver_launch_function(hip)
+    capturing = rtc.driver_function_address("hipStreamIsCapturing" if hip else "cuStreamIsCapturing")
+    if function is None or capturing is None:
+        return "the driver's launch or stream-capture function was not found"
+    rtc.log_compile("topk op: building or loading op_native.cpp")
+    path, why = native.torch_library(NATIVE_SOURCE)
+    if path is None:
+        return why
+    try:
+        torch.ops.load_library(str(path))
+    except (OSError, RuntimeError) as e:
+        return f"cannot load {path}: {e}"
+    torch.ops.occtune._topk_native_init(function, capturing)
+    _LIB.impl("_topk_py", topk_op, "CUDA")
+    _LIB.impl("_topk_describe", describe_op, "CUDA")
+    return None
+
+
+_NATIVE_ERROR = _load_native()
+if _NATIVE_ERROR is not None:
+    _LIB.impl("topk", topk_op, "CUDA")
+
+
+def native_error() -> str | None:
+    """Why the op's CUDA kernel is Python's (None: the C++ one of ``op_native.cpp`` is in use)."""
+    return _NATIVE_ERROR
 
 
 @torch.library.register_fake("occtune::topk", lib=_LIB)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -283,8 +284,9 @@ def _check_args(scores, k, lengths, row_starts):
         return
     B = scores.shape[0]
     for name, t in (("lengths", lengths), ("row_starts", row_starts)):
-        if t is not None and (t.dtype != torch.int32 or t.shape != (B,) or t.device != scores.device):
-            raise UserError(f"{name} must be int32 of shape [{B}] on {scores.device}")
+        if t is not None and (t.dtype != torch.int32 or t.shape != (B,) or t.device != scores.device
+                              or not t.is_contiguous()):
+            raise UserError(f"{name} must be contiguous int32 of shape [{B}] on {scores.device}")
     if row_starts is not None and lengths is None:
         raise UserError("row_starts needs lengths (each row's valid length from its start)")
 
@@ -505,6 +507,26 @@ class LaunchPlan:
         return ws
 
 
+NATIVE_FORMAT = 1          # the layout of native_description (op_native.cpp's FORMAT)
+
+
+def native_description(plan: LaunchPlan) -> list[int]:
+    """``plan`` as op_native.cpp's C++ kernel of ``torch.ops.occtune.topk`` launches it: FORMAT, rows,
+    k, workspace ints, scratch ints, the number of launches, then per launch its driver function,
+    grid, block, dynamic shared bytes, parameter count and each parameter as (0, a 32-bit int) or
+    (1, pointer number: SCORES ... WS). ``[]`` where a launch has no driver-API handle of the
+    native launcher (then Python runs every call of the plan)."""
+    if not plan.native:
+        return []
+    B, k = plan.out_like.shape
+    d = [NATIVE_FORMAT, int(B), int(k), plan.ws_numel, plan.scratch_numel, len(plan.launches)]
+    for h, grid, block, smem, pack in plan.launches:
+        d += [int(h.fn), int(grid), int(block), int(smem), len(pack.template)]
+        for t in pack.template:
+            d += [1, t.index] if isinstance(t, rtc.Ptr) else [0, int(t)]
+    return d
+
+
 _TLS = threading.local()      # plans per thread: a plan's packs are rewritten by its calls
 
 
@@ -524,9 +546,16 @@ def _calls() -> dict:
 
 
 def clear_plans() -> None:
-    """Forget this thread's launch plans (the next call of each shape plans again)."""
+    """Forget this thread's launch plans (the next call of each shape plans again), and those of
+    ``torch.ops.occtune.topk``'s C++ kernel (op.py) where it is loaded."""
     _plans().clear()
     _calls().clear()
+    import torch
+
+    clear = getattr(getattr(torch.ops, "occtune", None), "_topk_native_clear", None) \
+        if "occtune.kernels.topk.op" in sys.modules else None
+    if clear is not None:
+        clear()
 
 
 def _call_key(scores, k, ids: tuple, options, config: dict):

@@ -167,3 +167,96 @@ def test_op_inside_a_captured_graph():
         g.replay()
         torch.cuda.synchronize()
         _exact(new, static_out, what=f"op replay seed {seed}")
+
+
+# ---- torch.ops.occtune.topk's C++ kernel (op_native.cpp) ----------------------------------------
+
+def _op():
+    from occtune.kernels.topk import op
+
+    return op
+
+
+def _stats() -> dict:
+    return dict(zip(("plans", "hits", "misses", "python", "errors"), torch.ops.occtune._topk_native_stats()))
+
+
+def test_the_op_kernel_is_the_cpp_one():
+    import os
+
+    if os.environ.get("OCCTUNE_NATIVE_OP") == "0":
+        pytest.skip("OCCTUNE_NATIVE_OP=0")
+    assert _op().native_error() is None
+
+
+@pytest.mark.parametrize("B,L", SHAPES)
+def test_op_repeated_calls_launch_from_cpp_exactly(B, L):
+    op = _op()
+    if op.native_error() is not None:
+        pytest.skip(op.native_error())
+    tk.clear_plans()
+    assert _stats()["plans"] == 0
+    lengths = torch.randint(L // 2, L + 1, (B,), dtype=torch.int32, device="cuda")
+    for call in range(3):          # the first call plans in Python; then C++, on fresh inputs each time
+        x = _randn(B, L, 100 + call)
+        before = _stats()
+        out = torch.ops.occtune.topk(x, K, lds_budget=49152, threads=512, bits=12)
+        ragged = torch.ops.occtune.topk(x, K, lengths, lds_budget=49152, threads=512, bits=12)
+        after = _stats()
+        torch.cuda.synchronize()
+        _exact(x, out, what=f"C++ op call {call}")
+        _exact(x, ragged, lengths, what=f"C++ op ragged call {call}")
+        assert (after["misses"] - before["misses"], after["hits"] - before["hits"]) == ((2, 0) if call == 0 else (0, 2))
+    assert after["errors"] == 0 and after["plans"] == 2
+
+
+def test_op_row_starts_and_the_default_config_through_cpp():
+    if _op().native_error() is not None:
+        pytest.skip(_op().native_error())
+    B, L = 4, 8192
+    wide = _randn(B, L + 128, 7)
+    starts = torch.tensor([0, 5, 64, 128], dtype=torch.int32, device="cuda")
+    lengths = torch.full((B,), L, dtype=torch.int32, device="cuda")
+    for _ in range(2):
+        out = torch.ops.occtune.topk(wide, K, lengths, starts)
+        plain = torch.ops.occtune.topk(wide[:, :L], K)
+    want = tk.topk(wide, K, lengths, starts)
+    torch.cuda.synchronize()
+    assert torch.equal(out.sort(dim=1).values, want.sort(dim=1).values)
+    _exact(wide[:, :L], plain, what="default config through C++")
+
+
+def test_op_on_a_second_stream_keeps_its_own_workspace():
+    if _op().native_error() is not None:
+        pytest.skip(_op().native_error())
+    B, L = 2, 1 << 20                # the resident kernel over several blocks a row: a workspace
+    x = _randn(B, L, 3)
+    torch.ops.occtune.topk(x, K)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        outs = [torch.ops.occtune.topk(x, K) for _ in range(3)]
+    torch.cuda.current_stream().wait_stream(side)
+    main = torch.ops.occtune.topk(x, K)
+    torch.cuda.synchronize()
+    for out in (*outs, main):
+        _exact(x, out, what="second stream")
+
+
+def test_op_bad_input_still_says_what_is_wrong():
+    x = _randn(2, 8192, 0)
+    with pytest.raises(Exception, match="k must be between"):
+        torch.ops.occtune.topk(x, 0)
+    with pytest.raises(Exception, match="lengths must be contiguous int32"):
+        torch.ops.occtune.topk(x, K, torch.zeros(2, dtype=torch.int64, device="cuda"))
+
+
+def test_clear_plans_forgets_the_cpp_plans_too():
+    if _op().native_error() is not None:
+        pytest.skip(_op().native_error())
+    x = _randn(1, 8192, 0)
+    torch.ops.occtune.topk(x, K)
+    assert _stats()["plans"] >= 1
+    tk.clear_plans()
+    assert _stats()["plans"] == 0
+    _exact(x, torch.ops.occtune.topk(x, K), what="after clear_plans")

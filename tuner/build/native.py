@@ -94,8 +94,15 @@ def build(path: Path) -> str | None:
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").exists():
         return f"no Python.h in {include} (install the Python development headers)"
+    return compile_shared([*compiler(), "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE)], path)
+
+
+def compile_shared(cmd: list[str], path: Path) -> str | None:
+    """Run ``cmd + ["-o", <a temporary name>]`` and move its output to ``path`` (atomically: a
+    concurrent build of the same file leaves one whole file); None on success, else one line
+    saying why not."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    cmd = [*compiler(), "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(tmp)]
+    cmd = [*cmd, "-o", str(tmp)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
@@ -109,3 +116,33 @@ def build(path: Path) -> str | None:
             tmp.unlink(missing_ok=True)
         return f"{cmd[0]}: {e}"
     return None
+
+
+def cxx_compiler() -> list[str]:
+    """The C++ compiler command: ``$CXX``, else the one Python was built with, else ``c++``."""
+    cxx = os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++"
+    return shlex.split(cxx)
+
+
+def torch_library(source: Path) -> tuple[Path | None, str | None]:
+    """(path, None) of ``source``, a C++ file of torch operators (TORCH_LIBRARY...), built into a
+    shared library for the torch in use (its headers, its C++ ABI; cached like the module above,
+    keyed by the source, torch's version and the compiler); (None, why) where it cannot be built.
+    Load it with ``torch.ops.load_library(path)``. Needs a C++17 compiler, no CUDA or ROCm headers."""
+    import torch
+    from torch.utils import cpp_extension
+
+    from occtune.fsutil import cache_dir
+
+    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    libs = cpp_extension.library_paths()
+    flags = ["-O2", "-std=c++17", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
+             *(f"-I{d}" for d in cpp_extension.include_paths()), str(source),
+             *(f"-L{d}" for d in libs), *(f"-Wl,-rpath,{d}" for d in libs), "-lc10", "-ltorch_cpu"]
+    cmd = [*cxx_compiler(), *flags]
+    key = hashlib.sha256(source.read_bytes() + torch.__version__.encode() + " ".join(cmd).encode()).hexdigest()[:16]
+    path = cache_dir() / "native" / key / f"{source.stem}.so"
+    if path.exists():
+        return path, None
+    err = compile_shared(cmd, path)
+    return (None, err) if err else (path, None)

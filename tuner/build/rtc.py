@@ -452,16 +452,26 @@ def _native_launcher(hip_build: bool) -> NativeLauncher | None:
     from occtune.build import native
 
     mod = native.module()
-    if mod is None:
-        return None
+    fn = driver_launch_function(hip_build) if mod is not None else None
+    return None if fn is None else NativeLauncher(mod.launch_all, fn)
+
+
+def driver_launch_function(hip_build: bool) -> int | None:
+    """The address of hipModuleLaunchKernel (ROCm) or cuLaunchKernel (CUDA) in the library torch
+    loaded, or None where it is not found."""
+    return driver_function_address("hipModuleLaunchKernel" if hip_build else "cuLaunchKernel")
+
+
+def driver_function_address(name: str) -> int | None:
+    """The address of driver function ``name`` in the library torch loaded (libcuda, or
+    libamdhip64 on ROCm), or None where it is not found."""
     try:
         from torch.cuda import _utils
 
-        lib = _utils._get_gpu_runtime_library()
-        fn = getattr(lib, "hipModuleLaunchKernel" if hip_build else "cuLaunchKernel")
+        fn = getattr(_utils._get_gpu_runtime_library(), name)
     except (AttributeError, OSError, RuntimeError):
         return None
-    return NativeLauncher(mod.launch_all, int(ctypes.cast(fn, ctypes.c_void_p).value))
+    return int(ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 def native_launcher() -> NativeLauncher | None:
