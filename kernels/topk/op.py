@@ -23,12 +23,11 @@ where it is not (``OCCTUNE_NATIVE_OP=0`` turns it off).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
-from occtune.build import native, rtc
+from occtune.build import native
 from occtune.kernels import topk as tk
 from occtune.kernels.topk import runtime
 
@@ -61,27 +60,11 @@ def describe_op(scores, k, lengths, row_starts, lds_budget, threads, bits) -> li
 def _load_native() -> str | None:
     """Load ``op_native.cpp`` (built once) as the op's CUDA kernel; None when it is in use, else why
     not (then ``topk_op`` is)."""
-    if os.environ.get("OCCTUNE_NATIVE_OP", "1") == "0":
-        return "OCCTUNE_NATIVE_OP=0"
-    if not torch.cuda.is_available():
-        return "no GPU"
-    hip = bool(getattr(torch.version, "hip", None))
-    function = rtc.driver_launch_function(hip)
-    capturing = rtc.driver_function_address("hipStreamIsCapturing" if hip else "cuStreamIsCapturing")
-    if function is None or capturing is None:
-        return "the driver's launch or stream-capture function was not found"
-    rtc.log_compile("topk op: building or loading op_native.cpp")
-    path, why = native.torch_library(NATIVE_SOURCE)
-    if path is None:
-        return why
-    try:
-        torch.ops.load_library(str(path))
-    except (OSError, RuntimeError) as e:
-        return f"cannot load {path}: {e}"
-    torch.ops.occtune._topk_native_init(function, capturing)
-    _LIB.impl("_topk_py", topk_op, "CUDA")
-    _LIB.impl("_topk_describe", describe_op, "CUDA")
-    return None
+    why = native.load_op_library(NATIVE_SOURCE, "_topk_native_init")
+    if why is None:
+        _LIB.impl("_topk_py", topk_op, "CUDA")
+        _LIB.impl("_topk_describe", describe_op, "CUDA")
+    return why
 
 
 _NATIVE_ERROR = _load_native()

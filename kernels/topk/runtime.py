@@ -507,21 +507,22 @@ class LaunchPlan:
         return ws
 
 
-NATIVE_FORMAT = 1          # the layout of native_description (op_native.cpp's FORMAT)
+NATIVE_FORMAT = 2          # the layout of native_description (op_native.cpp's FORMAT)
 
 
 def native_description(plan: LaunchPlan) -> list[int]:
     """``plan`` as op_native.cpp's C++ kernel of ``torch.ops.occtune.topk`` launches it: FORMAT, rows,
-    k, workspace ints, scratch ints, the number of launches, then per launch its driver function,
-    grid, block, dynamic shared bytes, parameter count and each parameter as (0, a 32-bit int) or
-    (1, pointer number: SCORES ... WS). ``[]`` where a launch has no driver-API handle of the
-    native launcher (then Python runs every call of the plan)."""
+    k, workspace ints, scratch ints, then its launches as ``occtune/build/plan_launch.h`` reads them
+    (their number; per launch the driver function, grid x, y, z, block, dynamic shared bytes,
+    parameter count and each parameter as (0, a 32-bit int) or (1, pointer number: SCORES ... WS)).
+    ``[]`` where a launch has no driver-API handle of the native launcher (then Python runs every
+    call of the plan)."""
     if not plan.native:
         return []
     B, k = plan.out_like.shape
     d = [NATIVE_FORMAT, int(B), int(k), plan.ws_numel, plan.scratch_numel, len(plan.launches)]
     for h, grid, block, smem, pack in plan.launches:
-        d += [int(h.fn), int(grid), int(block), int(smem), len(pack.template)]
+        d += [int(h.fn), int(grid), 1, 1, int(block), int(smem), len(pack.template)]
         for t in pack.template:
             d += [1, t.index] if isinstance(t, rtc.Ptr) else [0, int(t)]
     return d

@@ -38,6 +38,12 @@ print(json.dumps({"stats": list(torch.ops.occtune._topk_native_stats()), "py": s
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    import shutil
+
+    from occtune.build import native
+
+    if not shutil.which(native.cxx_compiler()[0]):
+        pytest.skip(f"no C++ compiler ({native.cxx_compiler()[0]})")
     env = {**os.environ, "OCCTUNE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
     r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -69,10 +75,10 @@ def test_description_is_the_plans_launches_argument_for_argument(native_gpu):
     i = 6
     for h, grid, block, smem, pack in plan.launches:
         n = len(pack.template)
-        assert d[i:i + 5] == [h.fn, grid, block, smem, n]
-        pairs = list(zip(d[i + 5:i + 5 + 2 * n:2], d[i + 6:i + 5 + 2 * n:2]))
+        assert d[i:i + 7] == [h.fn, grid, 1, 1, block, smem, n]
+        pairs = list(zip(d[i + 7:i + 7 + 2 * n:2], d[i + 8:i + 7 + 2 * n:2]))
         assert pairs == [(1, t.index) if isinstance(t, runtime.rtc.Ptr) else (0, t) for t in pack.template]
-        i += 5 + 2 * n
+        i += 7 + 2 * n
     assert i == len(d)
 
 
@@ -85,10 +91,10 @@ def test_description_gives_what_the_driver_read_from_the_python_launcher(native_
     plan = tk.plan_for(x, K, kernel=main, split_kernel=split, cluster=False)
     d, i, rebuilt = runtime.native_description(plan), 6, []
     for _ in range(d[5]):
-        n = d[i + 4]
-        pairs = zip(d[i + 5:i + 5 + 2 * n:2], d[i + 6:i + 5 + 2 * n:2])
-        rebuilt.append((d[i], d[i + 1], d[i + 2], d[i + 3], [plan.ptrs[v] if kind else v for kind, v in pairs]))
-        i += 5 + 2 * n
+        n = d[i + 6]
+        pairs = zip(d[i + 7:i + 7 + 2 * n:2], d[i + 8:i + 7 + 2 * n:2])
+        rebuilt.append((d[i], d[i + 1], d[i + 4], d[i + 5], [plan.ptrs[v] if kind else v for kind, v in pairs]))
+        i += 7 + 2 * n
     read = [(f, g, b, smem, params) for f, g, b, smem, _, params in _decoded(native_gpu, plan)]
     assert rebuilt == read and len(read) == 2
 

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("native_launch.c")
+PLAN_LAUNCH = Path(__file__).with_name("plan_launch.h")       # the C++ launch plans of the ops' native kernels
 MODULE = "_occtune_launch"
 BUILD_TIMEOUT_S = 120
 
@@ -125,9 +126,10 @@ def cxx_compiler() -> list[str]:
 
 
 def torch_library(source: Path) -> tuple[Path | None, str | None]:
-    """(path, None) of ``source``, a C++ file of torch operators (TORCH_LIBRARY...), built into a
-    shared library for the torch in use (its headers, its C++ ABI; cached like the module above,
-    keyed by the source, torch's version and the compiler); (None, why) where it cannot be built.
+    """(path, None) of ``source``, a C++ file of torch operators (TORCH_LIBRARY...; it may include
+    ``plan_launch.h``), built into a shared library for the torch in use (its headers, its C++ ABI;
+    cached like the module above, keyed by the sources, torch's version and the command); (None,
+    why) where it cannot be built.
     Load it with ``torch.ops.load_library(path)``. Needs a C++17 compiler, no CUDA or ROCm headers."""
     import torch
     from torch.utils import cpp_extension
@@ -136,13 +138,44 @@ def torch_library(source: Path) -> tuple[Path | None, str | None]:
 
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
     libs = cpp_extension.library_paths()
-    flags = ["-O2", "-std=c++17", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
-             *(f"-I{d}" for d in cpp_extension.include_paths()), str(source),
+    flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
+             f"-I{PLAN_LAUNCH.parent}", *(f"-I{d}" for d in cpp_extension.include_paths()), str(source),
              *(f"-L{d}" for d in libs), *(f"-Wl,-rpath,{d}" for d in libs), "-lc10", "-ltorch_cpu"]
     cmd = [*cxx_compiler(), *flags]
-    key = hashlib.sha256(source.read_bytes() + torch.__version__.encode() + " ".join(cmd).encode()).hexdigest()[:16]
+    key = hashlib.sha256(source.read_bytes() + PLAN_LAUNCH.read_bytes() + torch.__version__.encode()
+                         + " ".join(cmd).encode()).hexdigest()[:16]
     path = cache_dir() / "native" / key / f"{source.stem}.so"
     if path.exists():
         return path, None
     err = compile_shared(cmd, path)
     return (None, err) if err else (path, None)
+
+
+def load_op_library(source: Path, init: str) -> str | None:
+    """Build (once) and load ``source``, a family's C++ op kernels, and hand it the driver's launch
+    and stream-capture functions through its op ``torch.ops.occtune.<init>(launch, capturing)``.
+    None when it is loaded, else why not (``OCCTUNE_NATIVE_OP=0``, no GPU, no compiler, ...): the
+    family's Python kernels stay in use then."""
+    if os.environ.get("OCCTUNE_NATIVE_OP", "1") == "0":
+        return "OCCTUNE_NATIVE_OP=0"
+    import torch
+
+    from occtune.build import rtc
+
+    if not torch.cuda.is_available():
+        return "no GPU"
+    hip = bool(getattr(torch.version, "hip", None))
+    launch = rtc.driver_launch_function(hip)
+    capturing = rtc.driver_function_address("hipStreamIsCapturing" if hip else "cuStreamIsCapturing")
+    if launch is None or capturing is None:
+        return "the driver's launch or stream-capture function was not found"
+    rtc.log_compile(f"building or loading {source.name}")
+    path, why = torch_library(source)
+    if path is None:
+        return why
+    try:
+        torch.ops.load_library(str(path))
+    except (OSError, RuntimeError) as e:
+        return f"cannot load {path}: {e}"
+    getattr(torch.ops.occtune, init)(launch, capturing)
+    return None
