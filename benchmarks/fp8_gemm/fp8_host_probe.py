@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Host cost of one FP8 GEMM call (GPU machine), per PIPE: microseconds of host time per call,
 measured as the wall time of N back-to-back eager calls without synchronisation (issue 32), for
-``fp8_gemm`` (its launch plan), ``fp8_gemm(out=)``, ``torch.ops.occtune.fp8_gemm``, Triton's own
+``fp8_gemm`` (its launch plan), ``fp8_gemm(out=)``, ``torch.ops.occtune.fp8_gemm`` and ``fp8_gemm_out``
+(their kernels C++ or Python, as printed), Triton's own
 launcher (``kernel.launch``: what every call paid before the plans), the library as the sweep
 calls it (torch scaled_mm, M padded inside the call as vLLM does) and a bare ``torch._scaled_mm``.
 Every call's output is verified against the float64 reference before it is timed.
@@ -55,12 +56,13 @@ def rows_of(torch, inp, cfg: tuple):
     return [("fp8_gemm", lambda: fp8_gemm(a, a_s, b, b_s, cfg)),
             ("fp8_gemm out=", lambda: fp8_gemm(a, a_s, b, b_s, cfg, out=own)),
             ("torch.ops.occtune.fp8_gemm", lambda: torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, list(cfg))),
+            ("torch.ops.occtune.fp8_gemm_out", lambda: torch.ops.occtune.fp8_gemm_out(a, a_s, b, b_s, own, list(cfg))
+             or own),
             ("Triton's launcher", lambda: launch(a, a_s, b, b_s, own, as_dict) or own)]
 
 
 def probe_point(torch, n, k, m, calls, names):
-    import occtune.kernels.fp8_gemm.op  # noqa: F401  (registers torch.ops.occtune.fp8_gemm)
-    from occtune.kernels.fp8_gemm import fp8_gemm
+    from occtune.kernels.fp8_gemm import fp8_gemm, op      # op registers torch.ops.occtune.fp8_gemm
     from occtune.kernels.fp8_gemm.config import library_config
     from occtune.kernels.fp8_gemm.family import Fp8GemmFamily, expected_rows, verify
 
@@ -70,7 +72,8 @@ def probe_point(torch, n, k, m, calls, names):
     exp = expected_rows(inp)
     lib = fam.build(library_config("torch_scaled_mm", "sm_90"), "cuda").call
     sb = inp.prep["torch_scaled_mm"][: inp.a_s.shape[1]]
-    print(f"\n(n, k) = ({n}, {k}), M = {m}: {calls} calls, no sync")
+    print(f"\n(n, k) = ({n}, {k}), M = {m}: {calls} calls, no sync; the ops' kernels: "
+          f"{'C++ (op_native.cpp)' if op.native_error() is None else f'Python ({op.native_error()})'}")
     print(f"  {'':40s} {'host us/call':>13s} {'loop us/call':>13s}")
     table = [("library (scaled_mm, M padded)", lambda: lib(inp)),
              ("torch._scaled_mm (bare)", lambda: torch._scaled_mm(inp.a, inp.b.t(), inp.a_s, sb,

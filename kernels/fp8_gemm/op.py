@@ -15,13 +15,23 @@ and a captured CUDA graph holds its launches::
 ``torch.library.custom_op``, whose Python wrapper layers cost tens of microseconds of host time
 per eager call; here the dispatcher calls the launch plan directly. fp8 inputs: nothing to
 differentiate.
+
+On a GPU machine with a C++ compiler the ops' CUDA kernels are C++ (``op_native.cpp``, built once
+for the torch in use): a repeated call of a known plan costs the dispatcher, the output's
+allocation and the launches, with no Python, for PIPE 0-3, 8 and 9; the first call of a plan,
+captured calls and PIPE 4-7 (host TMA descriptors) run ``fp8_gemm`` (Python).
+``native_error()`` says why the C++ kernels are not in use where they are not
+(``OCCTUNE_NATIVE_OP=0`` turns them off).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from occtune.kernels.fp8_gemm import fp8_gemm
+from occtune.build import native
+from occtune.kernels.fp8_gemm import fp8_gemm, plan as plans
 
 SCHEMA = "fp8_gemm(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config=None) -> Tensor"
 SCHEMA_OUT = "fp8_gemm_out(Tensor a, Tensor a_s, Tensor b, Tensor b_s, Tensor(a!) out, int[]? config=None) -> ()"
@@ -39,9 +49,32 @@ def fp8_gemm_out_op(a, a_s, b, b_s, out, config=None):
     fp8_gemm(a, a_s, b, b_s, None if config is None else tuple(config), out=out)
 
 
-for _key in ("CUDA", "CPU"):
+def describe_op(a, a_s, b, b_s, config=None, out=None) -> list[int]:
+    """The plan of a call (made already by the Python kernel) as the C++ kernels launch it."""
+    p = plans.PLANS.get(plans.plan_key(None if config is None else tuple(config), a, a_s, b, b_s, out))
+    return [] if p is None else plans.native_description(p)
+
+
+def _load_native() -> str | None:
+    """Load ``op_native.cpp`` (built once) as the ops' CUDA kernels; None when in use, else why not."""
+    why = native.load_op_library(NATIVE_SOURCE, "_fp8_gemm_native_init")
+    if why is None:
+        _LIB.impl("_fp8_gemm_py", fp8_gemm_op, "CUDA")
+        _LIB.impl("_fp8_gemm_out_py", fp8_gemm_out_op, "CUDA")
+        _LIB.impl("_fp8_gemm_describe", describe_op, "CUDA")
+    return why
+
+
+NATIVE_SOURCE = Path(__file__).with_name("op_native.cpp")
+_NATIVE_ERROR = _load_native()
+for _key in ("CUDA", "CPU") if _NATIVE_ERROR is not None else ("CPU",):
     _LIB.impl("fp8_gemm", fp8_gemm_op, _key)
     _LIB.impl("fp8_gemm_out", fp8_gemm_out_op, _key)
+
+
+def native_error() -> str | None:
+    """Why the ops' CUDA kernels are Python's (None: the C++ ones of ``op_native.cpp`` are in use)."""
+    return _NATIVE_ERROR
 
 
 def _check_fake(a, b):

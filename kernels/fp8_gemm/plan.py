@@ -44,11 +44,19 @@ def cached(key):
 
 
 def clear_plans() -> None:
-    """Forget every plan (the next call of each key plans again) and the kept workspaces."""
+    """Forget every plan (the next call of each key plans again) and the kept workspaces, and those
+    of the ops' C++ kernels (op.py) where they are loaded."""
+    import sys
+
     from . import workspace
 
     PLANS.clear()
     workspace.clear()
+    op = sys.modules.get("occtune.kernels.fp8_gemm.op")
+    if op is not None and op.native_error() is None:
+        import torch
+
+        torch.ops.occtune._fp8_gemm_native_clear()
 
 
 class Step:
@@ -145,6 +153,70 @@ class Plan:
 def current_stream(index: int) -> int:
     """The raw CUstream torch launches on for device ``index`` (what Triton's launcher uses)."""
     return _TORCH[0]._C._cuda_getCurrentRawStream(index)
+
+
+NATIVE_FORMAT = 1          # the layout of native_description (op_native.cpp's FORMAT)
+
+
+def native_description(p: Plan) -> list[int]:
+    """``p`` as op_native.cpp's C++ kernels of the ops launch it: FORMAT, M, N, workspace bytes,
+    ticket ints, then its launches as ``occtune/build/plan_launch.h`` reads them (their number; per
+    launch the CUfunction, grid x, y, z, block, dynamic shared bytes, parameter count and each
+    parameter as (kind, value): 0 a 32-bit int, 1 the pointer of ROLES[value], 2 a 64-bit int,
+    3 a null pointer). The workspace bytes cover the split-K partials and Triton's global scratch
+    (PIPE 1-3's in-kernel descriptors), which share one buffer as in ``Plan.__call__``. ``[]``
+    where a launch is not one the C++ kernel can make (Python runs every call of the plan then):
+    host TMA descriptors (PIPE 4-7), a launcher other than Triton 3.6's direct one, clusters, or a
+    parameter list that does not match the kernel's PTX."""
+    if not p.fast or not p.steps:
+        return []
+    d = [NATIVE_FORMAT, *p.out_shape, p.need, p.cnt_numel, len(p.steps)]
+    for s in p.steps:
+        launch = _native_launch(s)
+        if launch is None:
+            return []
+        d += launch
+    return d
+
+
+def _native_launch(s: Step) -> list[int] | None:
+    """One step as plan_launch.h's launch, or None (see native_description)."""
+    L = s.launcher
+    if s.descs or not getattr(L, "direct", False) or any(L.flags):
+        return None
+    k = L.kernel
+    meta, sig = k.metadata, getattr(k.src, "signature", None)
+    if getattr(meta, "num_ctas", 1) != 1 or not isinstance(sig, dict):
+        return None
+    params = []
+    for j, name in enumerate(s.fn.arg_names):
+        ty = sig.get(name)
+        value = s.roles[j] if j < len(s.roles) else s.tail[j - len(s.roles)]
+        if ty == "constexpr":
+            continue
+        if str(ty).startswith("*") and j < len(s.roles):
+            params += [1, value]
+        elif ty == "i32" and isinstance(value, int):
+            params += [0, int(value)]
+        elif ty == "i64" and isinstance(value, int):
+            params += [2, int(value)]
+        else:
+            return None
+    # Triton's global scratch (PIPE 1-3's in-kernel descriptors: the call's workspace, as __call__
+    # passes it) and profile scratch (none)
+    params += [1, ROLES.index("ws"), 3, 0] if s.scratch else [3, 0, 3, 0]
+    if _ptx_params(k) != len(params) // 2:
+        return None
+    return [int(L.function), *s.grid, 32 * int(meta.num_warps), int(meta.shared), len(params) // 2, *params]
+
+
+def _ptx_params(kernel) -> int:
+    """The number of parameters of the kernel's PTX entry (-1 where there is no PTX)."""
+    import re
+
+    ptx = (getattr(kernel, "asm", None) or {}).get("ptx")
+    m = re.search(r"\.entry\s+\w+\s*\(([^)]*)\)", ptx or "")
+    return len(re.findall(r"\.param\b", m.group(1))) if m else -1
 
 
 def _size(grid) -> int:

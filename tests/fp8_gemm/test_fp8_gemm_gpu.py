@@ -229,3 +229,82 @@ def test_plans_follow_moved_tensors_and_split_k_is_deterministic(fam):
     assert verify(fp8_gemm(odd, inp.a_s, inp.b, inp.b_s, cfg), inp).ok
     first = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
     assert all(torch.equal(first, fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)) for _ in range(5))
+
+
+# --- the ops' C++ kernels (op_native.cpp) ------------------------------------------------------------
+
+def _native_stats() -> dict:
+    return dict(zip(("plans", "hits", "misses", "python", "errors"), torch.ops.occtune._fp8_gemm_native_stats()))
+
+
+def test_the_op_kernels_are_the_cpp_ones():
+    import os
+
+    from occtune.kernels.fp8_gemm import op
+
+    if os.environ.get("OCCTUNE_NATIVE_OP") == "0":
+        pytest.skip("OCCTUNE_NATIVE_OP=0")
+    assert op.native_error() is None
+
+
+@pytest.mark.parametrize("M", [1, 37])
+def test_op_repeated_calls_launch_from_cpp_exactly(fam, M):
+    """Per PIPE: the first call of a key plans in Python, later ones (fresh tensors each time) launch
+    from C++, except PIPE 4-7 (host TMA descriptors), which run in Python."""
+    from occtune.kernels.fp8_gemm import op, plan
+    from occtune.kernels.fp8_gemm.config import PIPES_WGMMA
+
+    if op.native_error() is not None:
+        pytest.skip(op.native_error())
+    plan.clear_plans()
+    assert _native_stats()["plans"] == 0
+    w = {"M": M, "N": 2112, "K": 7168}
+    for cfg in [None, *_pipe_configs(fam)]:
+        cpp = cfg is None or cfg[-1] not in PIPES_WGMMA
+        for call in range(3):
+            inp = fam.make_inputs(w, 40 + call, "cuda")
+            before = _native_stats()
+            c = torch.ops.occtune.fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, None if cfg is None else list(cfg))
+            inp.out.fill_(float("nan"))
+            torch.ops.occtune.fp8_gemm_out(inp.a, inp.a_s, inp.b, inp.b_s, inp.out, None if cfg is None else list(cfg))
+            after = _native_stats()
+            assert verify(c, inp).ok and verify(inp.out, inp).ok, (cfg, call)
+            hits = after["hits"] - before["hits"]
+            assert hits == (2 if cpp and call else 0), (cfg, call, before, after)
+    assert _native_stats()["errors"] == 0
+
+
+def test_op_split_k_from_cpp_gives_the_python_bits(fam):
+    """PIPE 8 and 9 launched from C++ (their partials and tickets the C++ side's own per stream,
+    also on a second stream) give the bits of the Python launch."""
+    from occtune.kernels.fp8_gemm import fp8_gemm, op
+
+    if op.native_error() is not None:
+        pytest.skip(op.native_error())
+    inp = fam.make_inputs({"M": 8, "N": 512, "K": 7168}, 50, "cuda")
+    for cfg in ((16, 32, 128, 1, 4, 5, 9), (16, 64, 128, 1, 4, 4, 8)):
+        want = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
+        got = [torch.ops.occtune.fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, list(cfg)) for _ in range(4)]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            got += [torch.ops.occtune.fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, list(cfg)) for _ in range(3)]
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        assert all(torch.equal(g, want) for g in got), cfg
+
+
+def test_op_unaligned_and_bad_calls_go_through_python(fam):
+    from occtune.kernels.fp8_gemm import op
+
+    if op.native_error() is not None:
+        pytest.skip(op.native_error())
+    inp = fam.make_inputs({"M": 37, "N": 2112, "K": 7168}, 51, "cuda")
+    cfg = [16, 64, 128, 1, 4, 4, 8]
+    big = torch.empty(inp.a.numel() + 1, dtype=inp.a.dtype, device="cuda")
+    odd = big[1:].view(inp.a.shape)
+    odd.copy_(inp.a)
+    for _ in range(2):
+        assert verify(torch.ops.occtune.fp8_gemm(odd, inp.a_s, inp.b, inp.b_s, cfg), inp).ok
+    with pytest.raises(Exception, match="scales must be float32"):
+        torch.ops.occtune.fp8_gemm(inp.a, inp.a_s.double(), inp.b, inp.b_s, cfg)
