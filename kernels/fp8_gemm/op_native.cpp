@@ -11,7 +11,7 @@
  * descriptors: its description is empty).
  *
  * Split-K partials or Triton's global scratch (PIPE 1-3), and PIPE 9's tickets: one buffer of
- * each per stream, kept across calls and
+ * each per (device, stream), kept across calls and
  * grown when a plan needs more (work on one stream runs in order); the tickets are zeroed when
  * made and every call leaves them zero, as workspace.py's eager buffers.
  */
@@ -21,6 +21,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -48,8 +49,8 @@ struct StreamBuffers {
 
 std::mutex mu;
 std::unordered_map<Key, std::shared_ptr<Plan>, occtune::KeyHash> plans;
-std::unordered_map<void *, StreamBuffers> buffers;     // stream -> its partials and tickets
-std::atomic<int64_t> counts[4];      // hits, misses, Python runs of a known key, launch errors
+std::map<std::pair<int64_t, void *>, StreamBuffers> buffers;     // (device, stream) -> partials, tickets
+std::atomic<int64_t> counts[4];      // hits, misses, Python runs of a known key, errors (launch, description)
 
 Key key_of(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, const at::Tensor &b_s,
            const std::optional<at::Tensor> &out, Config config) {
@@ -63,6 +64,8 @@ Key key_of(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, cons
   }
   for (const at::Tensor *t : {&a, &a_s, &b, &b_s}) occtune::add_tensor(key, *t);
   occtune::add_tensor(key, out);
+  key.push_back(a.is_same(b));         // plan.plan_key's aliasing: one tensor in two roles
+  key.push_back(a_s.is_same(b_s));
   return key;
 }
 
@@ -105,7 +108,7 @@ std::shared_ptr<Plan> plan_of(const std::vector<int64_t> &d) {
 // The stream's partials (ws) and zeroed tickets (cnt) for ``plan``: grown where they are smaller.
 StreamBuffers stream_buffers(const Plan &plan, void *stream, const at::Tensor &like) {
   std::lock_guard<std::mutex> lock(mu);
-  StreamBuffers &held = buffers[stream];
+  StreamBuffers &held = buffers[{like.device().index(), stream}];
   if (plan.ws_bytes && (!held.ws.defined() || held.ws.numel() < plan.ws_bytes))
     held.ws = at::empty({std::max(plan.ws_bytes, held.ws.defined() ? 2 * held.ws.numel() : 0)},
                         like.options().dtype(at::kByte));
@@ -134,7 +137,13 @@ bool launch(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, con
     } else {
       *made = python_gemm(a, a_s, b, b_s, config);
     }
-    auto learned = plan_of(python_describe(a, a_s, b, b_s, config, given));
+    std::shared_ptr<Plan> learned;
+    try {
+      learned = plan_of(python_describe(a, a_s, b, b_s, config, given));
+    } catch (const std::exception &) {  // the call is done: its key runs in Python from now on
+      counts[3]++;
+      learned = std::make_shared<Plan>();
+    }
     std::lock_guard<std::mutex> lock(mu);
     plans.emplace(std::move(key), std::move(learned));
     return true;
@@ -151,11 +160,17 @@ bool launch(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, con
     return false;                     // the kernels assume 16-byte alignment: Triton specialises again
   }
   StreamBuffers held;
-  if (plan->ws_bytes || plan->cnt_numel) held = stream_buffers(*plan, *stream, a);
+  // the stream's buffers are every plan's: no other call's launches between these and their use
+  std::unique_lock<std::mutex> order(occtune::launch_order, std::defer_lock);
+  if (plan->ws_bytes || plan->cnt_numel) {
+    order.lock();
+    held = stream_buffers(*plan, *stream, a);
+  }
   if (plan->ws_bytes) ptrs[WS] = occtune::address(held.ws);
   if (plan->cnt_numel) ptrs[CNT] = occtune::address(held.cnt);
   size_t failed = 0;
   const int rc = occtune::launch_all(plan->launches, *stream, ptrs, failed);
+  if (order.owns_lock()) order.unlock();
   if (rc == 0) {
     counts[0]++;
     if (!given.has_value()) *made = out;
@@ -182,6 +197,7 @@ void fp8_gemm_out(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &
 void native_clear() {
   std::lock_guard<std::mutex> lock(mu);
   plans.clear();
+  buffers.clear();
 }
 
 std::vector<int64_t> native_stats() {

@@ -29,12 +29,15 @@ ROLES = ("a", "a_s", "b", "b_s", "out", "ws", "cnt")    # what fills a tensor sl
 
 def plan_key(config, a, a_s, b, b_s, out) -> tuple:
     """What decides a plan: the config (a dict, or a sequence of the Triton axes' values) and every
-    tensor's shape, strides, dtype and device (``out``'s too when given). Raises TypeError or
+    tensor's shape, strides, dtype and device (``out``'s too when given), and whether one tensor is
+    both ``a`` and ``b`` (or ``a_s`` and ``b_s``): a plan's pointer slots are filled by the tensor
+    (``build``), so an aliased call's plan fills both from one. Raises TypeError or
     AttributeError when an argument is not a tensor or the config is not hashable."""
     cfg = None if config is None else tuple(config.items()) if isinstance(config, dict) else tuple(config)
     o = None if out is None else (out.shape, out.stride(), out.dtype, out.get_device())
     key = (cfg, a.shape, a.stride(), a.dtype, a.get_device(), a_s.shape, a_s.stride(), a_s.dtype, a_s.get_device(),
-           b.shape, b.stride(), b.dtype, b.get_device(), b_s.shape, b_s.stride(), b_s.dtype, b_s.get_device(), o)
+           b.shape, b.stride(), b.dtype, b.get_device(), b_s.shape, b_s.stride(), b_s.dtype, b_s.get_device(), o,
+           a is b, a_s is b_s)      # one tensor in two roles: its plan's slots follow the tensor (build)
     hash(key)
     return key
 

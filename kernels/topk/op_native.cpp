@@ -49,7 +49,7 @@ struct Plan {
 
 std::mutex mu;
 std::unordered_map<Key, std::shared_ptr<Plan>, occtune::KeyHash> plans;
-std::atomic<int64_t> counts[4];          // hits, misses, Python runs of a known key, launch errors
+std::atomic<int64_t> counts[4];          // hits, misses, Python runs of a known key, errors (launch, description)
 
 Key key_of(const at::Tensor &scores, int64_t k, const std::optional<at::Tensor> &lengths,
            const std::optional<at::Tensor> &row_starts, std::optional<int64_t> lds_budget,
@@ -60,7 +60,7 @@ Key key_of(const at::Tensor &scores, int64_t k, const std::optional<at::Tensor> 
   key.push_back(k);
   occtune::add_tensor(key, lengths);
   occtune::add_tensor(key, row_starts);
-  for (const auto &v : {lds_budget, threads, bits}) key.push_back(v.has_value() ? *v : -1);
+  for (const auto &v : {lds_budget, threads, bits}) occtune::add_int(key, v);
   return key;
 }
 
@@ -136,7 +136,13 @@ at::Tensor topk(const at::Tensor &scores, int64_t k, const std::optional<at::Ten
   if (!plan) {                          // the first call of the key: Python plans, checks and runs it
     counts[1]++;
     at::Tensor out = python();
-    auto learned = plan_of(python_describe(scores, k, lengths, row_starts, lds_budget, threads, bits), scores);
+    std::shared_ptr<Plan> learned;
+    try {
+      learned = plan_of(python_describe(scores, k, lengths, row_starts, lds_budget, threads, bits), scores);
+    } catch (const std::exception &) {  // the call is done: its key runs in Python from now on
+      counts[3]++;
+      learned = std::make_shared<Plan>();
+    }
     std::lock_guard<std::mutex> lock(mu);
     plans.emplace(std::move(key), std::move(learned));
     return out;
@@ -156,7 +162,10 @@ at::Tensor topk(const at::Tensor &scores, int64_t k, const std::optional<at::Ten
                                 scratch.defined() ? occtune::address(scratch) : dummy,
                                 ws.defined() ? occtune::address(ws) : dummy};
   size_t failed = 0;
+  std::unique_lock<std::mutex> order(occtune::launch_order, std::defer_lock);
+  if (plan->launches.size() > 1) order.lock();     // the split kernel's records, then the main kernel
   const int rc = occtune::launch_all(plan->launches, *stream, ptrs, failed);
+  if (order.owns_lock()) order.unlock();
   if (rc == 0) {
     counts[0]++;
     return out;

@@ -284,6 +284,7 @@ def test_op_split_k_from_cpp_gives_the_python_bits(fam):
     inp = fam.make_inputs({"M": 8, "N": 512, "K": 7168}, 50, "cuda")
     for cfg in ((16, 32, 128, 1, 4, 5, 9), (16, 64, 128, 1, 4, 4, 8)):
         want = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
+        before = _native_stats()
         got = [torch.ops.occtune.fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, list(cfg)) for _ in range(4)]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -292,6 +293,7 @@ def test_op_split_k_from_cpp_gives_the_python_bits(fam):
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         assert all(torch.equal(g, want) for g in got), cfg
+        assert _native_stats()["hits"] - before["hits"] >= 6, cfg         # all but a first call from C++
 
 
 def test_op_unaligned_and_bad_calls_go_through_python(fam):
@@ -305,6 +307,11 @@ def test_op_unaligned_and_bad_calls_go_through_python(fam):
     odd = big[1:].view(inp.a.shape)
     odd.copy_(inp.a)
     for _ in range(2):
+        before = _native_stats()
         assert verify(torch.ops.occtune.fp8_gemm(odd, inp.a_s, inp.b, inp.b_s, cfg), inp).ok
+    after = _native_stats()
+    assert after["python"] - before["python"] == 1 and after["hits"] == before["hits"]
+    with pytest.raises(Exception, match="a, a_s, b and b_s must be on one device"):
+        torch.ops.occtune.fp8_gemm(inp.a.cpu(), inp.a_s, inp.b, inp.b_s, cfg)
     with pytest.raises(Exception, match="scales must be float32"):
         torch.ops.occtune.fp8_gemm(inp.a, inp.a_s.double(), inp.b, inp.b_s, cfg)

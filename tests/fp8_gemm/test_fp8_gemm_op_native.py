@@ -139,6 +139,8 @@ def test_a_split_k_plan_describes_its_two_launches(monkeypatch):
 
 
 def test_no_gpu_keeps_the_python_kernels():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine: the GPU tests check the C++ kernels")
     assert op.native_error() in ("no GPU", "OCCTUNE_NATIVE_OP=0")
 
 

@@ -50,6 +50,19 @@ def test_split_k_kernel_matches_reference_on_odd_shapes(monkeypatch, M, N, K, bm
     assert plans.cached(plans.plan_key(cfg, inp.a, inp.a_s, inp.b, inp.b_s, inp.out)).out_shape == (M, N)
 
 
+def test_a_call_with_one_tensor_as_a_and_b_has_a_plan_of_its_own():
+    """a @ a^T first, then a call of the same shapes with two tensors: the second must not reuse
+    the first's plan, whose pointer slots took one tensor for both."""
+    inp, other = make_gemm_inputs(16, 16, 256, 17, "cpu"), make_gemm_inputs(16, 16, 256, 18, "cpu")
+    cfg = {**DEC, "BLOCK_N": 64, "PIPE": 8}
+    same = fp8_gemm(inp.a, inp.a_s, inp.a, inp.b_s, cfg)
+    both = fp8_gemm(other.a, other.a_s, other.b, other.b_s, cfg)
+    assert verify(both, other).ok
+    alias = make_gemm_inputs(16, 16, 256, 17, "cpu")
+    alias.b.copy_(alias.a)                      # the aliased call's reference: b holds a's values
+    assert verify(same, alias).ok
+
+
 def test_split_k_partials_are_reduced_in_order_and_a_wrong_scale_is_caught(monkeypatch):
     """Two splits: the result is the sum of both partials (a dropped split or a misplaced weight
     scale block fails the check)."""

@@ -106,4 +106,6 @@ def test_description_is_empty_where_python_launches(fake_gpu):
 
 
 def test_no_gpu_keeps_the_python_kernel():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine: the GPU tests check the C++ kernels")
     assert op.native_error() in ("no GPU", "OCCTUNE_NATIVE_OP=0")

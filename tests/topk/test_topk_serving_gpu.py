@@ -218,8 +218,10 @@ def test_op_row_starts_and_the_default_config_through_cpp():
     starts = torch.tensor([0, 5, 64, 128], dtype=torch.int32, device="cuda")
     lengths = torch.full((B,), L, dtype=torch.int32, device="cuda")
     for _ in range(2):
+        before = _stats()
         out = torch.ops.occtune.topk(wide, K, lengths, starts)
         plain = torch.ops.occtune.topk(wide[:, :L], K)
+    assert _stats()["hits"] - before["hits"] == 2          # the second round: both from C++
     want = tk.topk(wide, K, lengths, starts)
     torch.cuda.synchronize()
     assert torch.equal(out.sort(dim=1).values, want.sort(dim=1).values)
@@ -234,10 +236,12 @@ def test_op_on_a_second_stream_keeps_its_own_workspace():
     torch.ops.occtune.topk(x, K)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
+    before = _stats()
     with torch.cuda.stream(side):
         outs = [torch.ops.occtune.topk(x, K) for _ in range(3)]
     torch.cuda.current_stream().wait_stream(side)
     main = torch.ops.occtune.topk(x, K)
+    assert _stats()["hits"] - before["hits"] == 4
     torch.cuda.synchronize()
     for out in (*outs, main):
         _exact(x, out, what="second stream")
@@ -245,6 +249,11 @@ def test_op_on_a_second_stream_keeps_its_own_workspace():
 
 def test_op_bad_input_still_says_what_is_wrong():
     x = _randn(2, 8192, 0)
+    with pytest.raises(Exception, match="CUDA/ROCm device"):            # CPU scores, GPU lengths
+        torch.ops.occtune.topk(x.cpu(), K, torch.full((2,), 8192, dtype=torch.int32, device="cuda"))
+    torch.ops.occtune.topk(x, K, threads=1024)
+    with pytest.raises(Exception, match="threads"):                     # not the plan of threads unset
+        torch.ops.occtune.topk(x, K, threads=-1)
     with pytest.raises(Exception, match="k must be between"):
         torch.ops.occtune.topk(x, 0)
     with pytest.raises(Exception, match="lengths must be contiguous int32"):

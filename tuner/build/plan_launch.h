@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,11 @@ using CapturingFn = int (*)(void *stream, int *status);
 
 inline std::atomic<LaunchFn> launch_fn{nullptr};
 inline std::atomic<CapturingFn> capturing_fn{nullptr};
+
+// Held while a call enqueues launches that must reach their stream without another call's launches
+// between them (several launches through one workspace, or a workspace that plans share): torch
+// ops release the GIL, so two threads may launch on one stream at once.
+inline std::mutex launch_order;
 
 inline void set_driver(int64_t launch, int64_t capturing) {
   TORCH_CHECK(launch != 0 && capturing != 0, "occtune: a driver function's address is 0");
@@ -57,6 +63,11 @@ struct KeyHash {
     return static_cast<size_t>(h);
   }
 };
+
+inline void add_int(Key &key, const std::optional<int64_t> &v) {
+  key.push_back(v.has_value());
+  key.push_back(v.has_value() ? *v : 0);
+}
 
 inline void add_tensor(Key &key, const std::optional<at::Tensor> &t) {
   if (!t.has_value()) {
@@ -134,12 +145,12 @@ inline int launch_all(const std::vector<Launch> &launches, void *stream, const u
   return 0;
 }
 
-// The raw stream to launch ``t``'s work on: torch's current stream of t's device, when that device
-// is the current one and its stream is not being captured into a graph (else nullopt: the
-// family's Python path, which handles both).
+// The raw stream to launch ``t``'s work on: torch's current stream of t's device, when t is a GPU
+// tensor, its device the current one and its stream not being captured into a graph (else
+// nullopt: the family's Python path, which handles all three).
 inline std::optional<void *> launch_stream(const at::Tensor &t) {
   const CapturingFn capturing = capturing_fn.load(std::memory_order_relaxed);
-  if (launch_fn.load(std::memory_order_relaxed) == nullptr || capturing == nullptr) return std::nullopt;
+  if (launch_fn.load(std::memory_order_relaxed) == nullptr || capturing == nullptr || !t.is_cuda()) return std::nullopt;
   const auto *guard = c10::impl::getDeviceGuardImpl(t.device().type());
   if (guard->getDevice() != t.device()) return std::nullopt;
   void *stream = guard->getStream(t.device()).native_handle();
