@@ -8,10 +8,7 @@ in the GPU tests (test_fp8_gemm_gpu.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import types
 
 os.environ.setdefault("TRITON_INTERPRET", "1")      # as the other CPU tests of the family (one process)
@@ -22,6 +19,8 @@ torch = pytest.importorskip("torch")
 
 from occtune.kernels.fp8_gemm import DECODE_TRITON as DEC, op, plan as plans, splitk  # noqa: E402
 from occtune.kernels.fp8_gemm.family import make_gemm_inputs  # noqa: E402
+
+from childproc import built_ops, child_json  # noqa: E402
 
 CHILD = r"""
 import json, torch
@@ -39,18 +38,7 @@ print(json.dumps({"stats": list(torch.ops.occtune._fp8_gemm_native_stats()), **{
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    import shutil
-
-    from occtune.build import native
-
-    if not shutil.which(native.cxx_compiler()[0]):
-        pytest.skip(f"no C++ compiler ({native.cxx_compiler()[0]})")
-    env = {**os.environ, "OCCTUNE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "error" not in got, got.get("error")
-    return got
+    return built_ops(CHILD, tmp_path_factory.mktemp("cache"))
 
 
 def test_the_cpp_ops_build_load_and_match_the_python_schemas(built):
@@ -160,9 +148,6 @@ def test_a_cross_compiled_kernels_ptx_has_its_arguments_and_two_scratch_pointers
     """What native_description assumes of Triton's ABI, on the split-K kernel compiled for sm_90
     by the installed Triton (in a child process: this one's interpreter runs leave Triton's jit
     helpers unfit to compile): one PTX parameter per non-constexpr argument, then two."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", XC_CHILD], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = child_json(XC_CHILD, drop=("TRITON_INTERPRET",))
     assert "ws_ptr" in got["args"] and "steps" in got["args"] and "stride_ak" not in got["args"]   # 1: a constant
     assert got["ptx"] == len(got["args"]) + 2

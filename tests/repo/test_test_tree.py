@@ -1,6 +1,6 @@
 """tests/ follows the package: a folder per kernel family (topk/, fp8_gemm/, rope/), per layer of
 occtune (model/, build/, engine/, outputs/, pipeline/, cli/) and repo/ for the repository's own
-checks; at the top only the shared helpers (clihelp.py, doubles.py) and data/.
+checks; at the top only the shared helpers (clihelp.py, doubles.py, childproc.py) and data/.
 
 A GPU test module is named ``test_*_gpu.py`` and carries the ``gpu`` marker, and only those do:
 tools/gpu_run.sh runs every GPU test as ``tests/*/test_*_gpu.py``. Test file names are unique
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from clihelp import TESTS
 
-HELPERS = {"clihelp.py", "doubles.py"}
+HELPERS = {"clihelp.py", "doubles.py", "childproc.py"}
 
 
 def gpu_marked(source: str) -> bool:

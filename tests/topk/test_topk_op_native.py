@@ -7,10 +7,7 @@ GPU tests (test_topk_serving_gpu.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -19,6 +16,7 @@ torch = pytest.importorskip("torch")
 from occtune.kernels import topk as tk  # noqa: E402
 from occtune.kernels.topk import op, runtime  # noqa: E402
 
+from childproc import built_ops  # noqa: E402
 from test_native_launch import _decoded, driver, native_gpu, stub  # noqa: E402,F401
 from test_topk_serving import K, _main, _split, fake_gpu  # noqa: E402,F401
 
@@ -38,18 +36,7 @@ print(json.dumps({"stats": list(torch.ops.occtune._topk_native_stats()), "py": s
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    import shutil
-
-    from occtune.build import native
-
-    if not shutil.which(native.cxx_compiler()[0]):
-        pytest.skip(f"no C++ compiler ({native.cxx_compiler()[0]})")
-    env = {**os.environ, "OCCTUNE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "error" not in got, got.get("error")
-    return got
+    return built_ops(CHILD, tmp_path_factory.mktemp("cache"))
 
 
 def test_the_cpp_op_builds_loads_and_starts_with_no_plans(built):
