@@ -22,9 +22,6 @@
 #include <torch/library.h>
 
 #include <map>
-#include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "plan_launch.h"
 
@@ -47,10 +44,8 @@ struct StreamBuffers {
   at::Tensor ws, cnt;
 };
 
-std::mutex mu;
-std::unordered_map<Key, std::shared_ptr<Plan>, occtune::KeyHash> plans;
-std::map<std::pair<int64_t, void *>, StreamBuffers> buffers;     // (device, stream) -> partials, tickets
-std::atomic<int64_t> counts[4];      // hits, misses, Python runs of a known key, errors (launch, description)
+occtune::PlanTable<Plan> table;
+std::map<std::pair<int64_t, void *>, StreamBuffers> buffers;     // (device, stream) -> partials, tickets (table.mu)
 
 Key key_of(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, const at::Tensor &b_s,
            const std::optional<at::Tensor> &out, Config config) {
@@ -107,7 +102,7 @@ std::shared_ptr<Plan> plan_of(const std::vector<int64_t> &d) {
 
 // The stream's partials (ws) and zeroed tickets (cnt) for ``plan``: grown where they are smaller.
 StreamBuffers stream_buffers(const Plan &plan, void *stream, const at::Tensor &like) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(table.mu);
   StreamBuffers &held = buffers[{like.device().index(), stream}];
   if (plan.ws_bytes && (!held.ws.defined() || held.ws.numel() < plan.ws_bytes))
     held.ws = at::empty({std::max(plan.ws_bytes, held.ws.defined() ? 2 * held.ws.numel() : 0)},
@@ -124,62 +119,41 @@ bool launch(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, con
   const std::optional<void *> stream = occtune::launch_stream(a);
   if (!stream.has_value()) return false;
   Key key = key_of(a, a_s, b, b_s, given, config);
-  std::shared_ptr<Plan> plan;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = plans.find(key);
-    if (it != plans.end()) plan = it->second;
-  }
+  const std::shared_ptr<Plan> plan = table.find(key);
   if (!plan) {                        // the first call of the key: Python checks, plans and runs it
-    counts[1]++;
+    table.misses++;
     if (given.has_value()) {
       python_gemm_out(a, a_s, b, b_s, *given, config);
     } else {
       *made = python_gemm(a, a_s, b, b_s, config);
     }
-    std::shared_ptr<Plan> learned;
-    try {
-      learned = plan_of(python_describe(a, a_s, b, b_s, config, given));
-    } catch (const std::exception &) {  // the call is done: its key runs in Python from now on
-      counts[3]++;
-      learned = std::make_shared<Plan>();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    plans.emplace(std::move(key), std::move(learned));
+    table.learn(std::move(key), [&]() { return plan_of(python_describe(a, a_s, b, b_s, config, given)); });
     return true;
   }
   if (!plan->native) {
-    counts[2]++;
+    table.python++;
     return false;
   }
   at::Tensor out = given.has_value() ? *given : at::empty({plan->m, plan->n}, a.options().dtype(at::kBFloat16));
   uint64_t ptrs[NPTRS] = {occtune::address(a), occtune::address(a_s), occtune::address(b), occtune::address(b_s),
                           occtune::address(out), 0, 0};
   if ((ptrs[A] | ptrs[A_S] | ptrs[B] | ptrs[B_S] | ptrs[OUT]) & 15) {
-    counts[2]++;
+    table.python++;
     return false;                     // the kernels assume 16-byte alignment: Triton specialises again
   }
+  const bool shared = plan->ws_bytes || plan->cnt_numel;
   StreamBuffers held;
   // the stream's buffers are every plan's: no other call's launches between these and their use
   std::unique_lock<std::mutex> order(occtune::launch_order, std::defer_lock);
-  if (plan->ws_bytes || plan->cnt_numel) {
+  if (shared) {
     order.lock();
     held = stream_buffers(*plan, *stream, a);
   }
   if (plan->ws_bytes) ptrs[WS] = occtune::address(held.ws);
   if (plan->cnt_numel) ptrs[CNT] = occtune::address(held.cnt);
-  size_t failed = 0;
-  const int rc = occtune::launch_all(plan->launches, *stream, ptrs, failed);
-  if (order.owns_lock()) order.unlock();
-  if (rc == 0) {
-    counts[0]++;
-    if (!given.has_value()) *made = out;
-    return true;
-  }
-  counts[3]++;
-  TORCH_CHECK(failed == 0 && (rc == 201 || rc == 400), "occtune fp8_gemm: launch ", failed, " of ",
-              plan->launches.size(), " failed with driver error ", rc);
-  return false;                       // no current context: Python's launcher sets one up
+  if (!table.launch(plan->launches, *stream, ptrs, false, "fp8_gemm")) return false;   // no context: Python
+  if (!given.has_value()) *made = out;
+  return true;
 }
 
 at::Tensor fp8_gemm(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &b, const at::Tensor &b_s,
@@ -195,16 +169,12 @@ void fp8_gemm_out(const at::Tensor &a, const at::Tensor &a_s, const at::Tensor &
 }
 
 void native_clear() {
-  std::lock_guard<std::mutex> lock(mu);
-  plans.clear();
+  std::lock_guard<std::mutex> lock(table.mu);
+  table.plans.clear();
   buffers.clear();
 }
 
-std::vector<int64_t> native_stats() {
-  std::lock_guard<std::mutex> lock(mu);
-  return {static_cast<int64_t>(plans.size()), counts[0].load(), counts[1].load(), counts[2].load(),
-          counts[3].load()};
-}
+std::vector<int64_t> native_stats() { return table.stats(); }
 
 }  // namespace
 

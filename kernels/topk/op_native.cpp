@@ -26,8 +26,6 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "plan_launch.h"
@@ -47,9 +45,7 @@ struct Plan {
   std::unordered_map<void *, at::Tensor> ws;   // stream -> its zeroed workspace
 };
 
-std::mutex mu;
-std::unordered_map<Key, std::shared_ptr<Plan>, occtune::KeyHash> plans;
-std::atomic<int64_t> counts[4];          // hits, misses, Python runs of a known key, errors (launch, description)
+occtune::PlanTable<Plan> table;
 
 Key key_of(const at::Tensor &scores, int64_t k, const std::optional<at::Tensor> &lengths,
            const std::optional<at::Tensor> &row_starts, std::optional<int64_t> lds_budget,
@@ -107,7 +103,7 @@ std::shared_ptr<Plan> plan_of(const std::vector<int64_t> &d, const at::Tensor &s
 // The workspace of ``stream`` (made and zeroed on it once), or an undefined tensor when none is needed.
 at::Tensor workspace(Plan &plan, void *stream, const at::TensorOptions &ints) {
   if (!plan.ws_numel) return at::Tensor();
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(table.mu);
   auto it = plan.ws.find(stream);
   if (it != plan.ws.end()) return it->second;
   at::Tensor ws = at::zeros({plan.ws_numel}, ints);
@@ -127,28 +123,17 @@ at::Tensor topk(const at::Tensor &scores, int64_t k, const std::optional<at::Ten
   const std::optional<void *> stream = occtune::launch_stream(scores);
   if (!stream.has_value()) return python();
   Key key = key_of(scores, k, lengths, row_starts, lds_budget, threads, bits);
-  std::shared_ptr<Plan> plan;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = plans.find(key);
-    if (it != plans.end()) plan = it->second;
-  }
+  const std::shared_ptr<Plan> plan = table.find(key);
   if (!plan) {                          // the first call of the key: Python plans, checks and runs it
-    counts[1]++;
+    table.misses++;
     at::Tensor out = python();
-    std::shared_ptr<Plan> learned;
-    try {
-      learned = plan_of(python_describe(scores, k, lengths, row_starts, lds_budget, threads, bits), scores);
-    } catch (const std::exception &) {  // the call is done: its key runs in Python from now on
-      counts[3]++;
-      learned = std::make_shared<Plan>();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    plans.emplace(std::move(key), std::move(learned));
+    table.learn(std::move(key), [&]() {
+      return plan_of(python_describe(scores, k, lengths, row_starts, lds_budget, threads, bits), scores);
+    });
     return out;
   }
   if (!plan->native) {
-    counts[2]++;
+    table.python++;
     return python();
   }
   const auto ints = scores.options().dtype(at::kInt);
@@ -161,33 +146,16 @@ at::Tensor topk(const at::Tensor &scores, int64_t k, const std::optional<at::Ten
                                 occtune::address(out), dummy, occtune::address(plan->sink),
                                 scratch.defined() ? occtune::address(scratch) : dummy,
                                 ws.defined() ? occtune::address(ws) : dummy};
-  size_t failed = 0;
-  std::unique_lock<std::mutex> order(occtune::launch_order, std::defer_lock);
-  if (plan->launches.size() > 1) order.lock();     // the split kernel's records, then the main kernel
-  const int rc = occtune::launch_all(plan->launches, *stream, ptrs, failed);
-  if (order.owns_lock()) order.unlock();
-  if (rc == 0) {
-    counts[0]++;
-    return out;
-  }
-  counts[3]++;
-  // No context current in this thread (CUDA 201), or another device's (400): Python's launcher
-  // makes the device's primary context current and launches again.
-  TORCH_CHECK(failed == 0 && (rc == 201 || rc == 400), "occtune topk: launch ", failed, " of ",
-              plan->launches.size(), " failed with driver error ", rc);
-  return python();
+  // several launches (the split kernel's records, then the main kernel): none of another call between
+  return table.launch(plan->launches, *stream, ptrs, plan->launches.size() > 1, "topk") ? out : python();
 }
 
 void native_clear() {
-  std::lock_guard<std::mutex> lock(mu);
-  plans.clear();
+  std::lock_guard<std::mutex> lock(table.mu);
+  table.plans.clear();
 }
 
-std::vector<int64_t> native_stats() {
-  std::lock_guard<std::mutex> lock(mu);
-  return {static_cast<int64_t>(plans.size()), counts[0].load(), counts[1].load(), counts[2].load(),
-          counts[3].load()};
-}
+std::vector<int64_t> native_stats() { return table.stats(); }
 
 }  // namespace
 

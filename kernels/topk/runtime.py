@@ -551,12 +551,11 @@ def clear_plans() -> None:
     ``torch.ops.occtune.topk``'s C++ kernel (op.py) where it is loaded."""
     _plans().clear()
     _calls().clear()
-    import torch
+    op = sys.modules.get("occtune.kernels.topk.op")
+    if op is not None and op.native_error() is None:
+        import torch
 
-    clear = getattr(getattr(torch.ops, "occtune", None), "_topk_native_clear", None) \
-        if "occtune.kernels.topk.op" in sys.modules else None
-    if clear is not None:
-        clear()
+        torch.ops.occtune._topk_native_clear()
 
 
 def _call_key(scores, k, ids: tuple, options, config: dict):

@@ -19,8 +19,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace occtune {
@@ -162,5 +164,63 @@ inline std::optional<void *> launch_stream(const at::Tensor &t) {
 inline uint64_t address(const at::Tensor &t) {
   return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
 }
+
+// A family's plans by key and the counts its stats op reports. ``mu`` also guards what the family
+// keeps beside its plans (its per-stream workspaces); it is never held while Python runs.
+template <class Plan>
+struct PlanTable {
+  std::mutex mu;
+  std::unordered_map<Key, std::shared_ptr<Plan>, KeyHash> plans;
+  std::atomic<int64_t> hits{0}, misses{0}, python{0}, errors{0};   // errors: launches, descriptions
+
+  std::shared_ptr<Plan> find(const Key &key) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = plans.find(key);
+    return it == plans.end() ? nullptr : it->second;
+  }
+
+  // Keeps ``describe()``, the plan of a call Python just ran, under ``key``; where it throws, a
+  // Python-only plan (Plan{}): the call is done, and its key runs in Python from now on.
+  template <class Describe>
+  void learn(Key key, Describe describe) {
+    std::shared_ptr<Plan> plan;
+    try {
+      plan = describe();
+    } catch (const std::exception &) {
+      errors++;
+      plan = std::make_shared<Plan>();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    plans.emplace(std::move(key), std::move(plan));
+  }
+
+  // Launches ``launches`` (launch_all), under launch_order where ``ordered``. True when all started;
+  // false when the first found no context current in this thread (CUDA 201) or another device's
+  // (400): the family's Python launcher makes the device's primary context current and launches
+  // again. Any other failure raises, naming ``what``.
+  bool launch(const std::vector<Launch> &launches, void *stream, const uint64_t *ptrs, bool ordered, const char *what) {
+    size_t failed = 0;
+    int rc;
+    {
+      std::unique_lock<std::mutex> order(launch_order, std::defer_lock);
+      if (ordered) order.lock();
+      rc = launch_all(launches, stream, ptrs, failed);
+    }
+    if (rc == 0) {
+      hits++;
+      return true;
+    }
+    errors++;
+    TORCH_CHECK(failed == 0 && (rc == 201 || rc == 400), "occtune ", what, ": launch ", failed, " of ",
+                launches.size(), " failed with driver error ", rc);
+    return false;
+  }
+
+  // The stats op's answer: plans, hits, misses, Python runs of a known key, errors.
+  std::vector<int64_t> stats() {
+    std::lock_guard<std::mutex> lock(mu);
+    return {static_cast<int64_t>(plans.size()), hits.load(), misses.load(), python.load(), errors.load()};
+  }
+};
 
 }  // namespace occtune
