@@ -2,7 +2,9 @@
 // Cluster kernel (CUDA, sm_90 and later; built with -DTOPK_CLUSTER=S, 2 <= S <= 16; over 8 the
 // host allows the non-portable size on the function before launching it): a long row
 // is handled by one thread-block cluster of S blocks that share their shared memory (DSMEM), in
-// one kernel:
+// one kernel (with -DTOPK_CLUSTER_REGS, so is any row longer than K whose slices fit the
+// blocks' registers: see topk_cluster_regs_row; the host sends short rows here on sm_90,
+// policy.short_cluster):
 //  1. every block of the row computes the same f0 from the same sample (topk_sample_floor) and
 //     keeps the values of its slice with fine key >= f0 in its own dynamic shared memory (the
 //     LDS budget, TOPK_CAP entries; values beyond it spill to the block's own region of the
@@ -379,8 +381,18 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   int* diag = bin_counts + 2ll * row;
 
   // Decisions below are uniform over the cluster (same row, same data): no block skips a
-  // cluster barrier that another one waits at.
-  if (!topk_use_long(len, K, prefix_len, long_rows)) {
+  // cluster barrier that another one waits at. The register path takes every row longer than
+  // K whose slices fit it, long or short; the sampled path only long rows.
+  const bool long_row = topk_use_long(len, K, prefix_len, long_rows);
+#if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+  int roff, rn;
+  const int slice = topk_cluster_slice<S>(len, rank, &roff, &rn);
+  const bool regs = len > K && slice <= 4 * TOPK_CLUSTER_REGS * TOPK_THREADS &&
+                    (((unsigned long long)p) & 15ull) == 0ull;
+#else
+  const bool regs = false;
+#endif
+  if (!long_row && !regs) {
     if (rank != 0) return;
     if (len <= K) {
       topk_short_row(o, len, K, tr, diag);
@@ -395,12 +407,14 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   topk_block_init(sh);
   TOPK_STAMP(sh, 0);
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-  {
-    int roff, rn;
-    const int slice = topk_cluster_slice<S>(len, rank, &roff, &rn);   // uniform over the cluster
-    if (slice <= 4 * TOPK_CLUSTER_REGS * TOPK_THREADS && (((unsigned long long)p) & 15ull) == 0ull) {
-      if (topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag)) return;
-      topk_block_init(sh);   // bin t too large for a stage: the sampled path below
+  if (regs) {
+    if (topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag)) return;
+    topk_block_init(sh);     // bin t too large for a stage: the sampled path below, or for a
+    if (!long_row) {         // short row block 0's plain path (it refines the bin, flagged)
+      if (rank != 0) return;
+      topk_row_plain(sh, stage, p, len, K, o, tr, diag);
+      topk_write_flags(sh, diag);
+      return;
     }
   }
 #endif
