@@ -112,7 +112,7 @@ class TopkFamily(Family):
         return tk.build(config["lds_budget"], config["threads"], config["bits"], device)
 
     def warm(self, built, workload, device):
-        """Compile the derived kernels (resident kernel, split main pass, cluster kernel) that
+        """Compile the derived kernels (short-row cluster, resident kernel, split main pass, cluster kernel) that
         ``tk.topk`` picks for this workload's shape and for its adversarial sets (at most 8 rows),
         without running: the launcher's own planning, so the same kernels and the same driver
         answers are cached (``occtune.build.rtc`` compiles a kernel once however many build threads ask
@@ -134,7 +134,12 @@ class TopkFamily(Family):
 
         def plan(B):
             torch.cuda.set_device(dev)     # this thread needs the device's context for the driver's answers
-            if rt._resident_choice(built, dev, rt._Shape(B, L, L, k, False, False, 0, 0), opts) is not None:
+            shape = rt._Shape(B, L, L, k, False, False, 0, 0)
+            sc = rt._short_cluster_choice(built, dev, shape, opts)
+            if sc is not None:
+                rt._cluster_handle(built, sc.size, b, t, bits, dev, sc.regs, sc.threads)
+                return
+            if rt._resident_choice(built, dev, shape, opts) is not None:
                 rt._resident_handle(built, b, t, bits, dev)
                 return
             if not scap:

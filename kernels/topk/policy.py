@@ -8,6 +8,8 @@ numbers these take: SM count, resident blocks per SM, resident clusters):
   their histograms in a global workspace (every block of the launch resident at once);
 - long rows that do not fit on chip: a sampled floor and one pass that keeps the values above it,
   over one thread-block cluster (sm_90+), the split kernel (several blocks a row), or one block;
+- short rows (4K-64K values) of few rows on sm_90+: one thread-block cluster a row, the row's
+  slices in the blocks' registers (``topk_cluster_kernel``'s register path, ``short_cluster``);
 - the rest: one block a row, two passes over the row (``topk_transform_kernel``).
 """
 
@@ -33,6 +35,13 @@ RES_MIN_CAP = 256
 RES_SLICE = 8192
 RES_MAX_PARTS = 256
 MAX_THREADS_PER_SM = 2048             # sm_90 and CDNA3 alike: the block-count bound before the driver's answer
+# The short-row cluster path (topk_cluster.cuh's register path on rows that are not long, sm_90+):
+# a block's slice aims at SHORT_SLICE values; rows of SHORT_MIN_ROW to SHORT_MAX_ROW values (the
+# range measured: benchmarks/records/topk_cshort).
+SHORT_SLICE = 1024
+SHORT_MIN_ROW = 4096
+SHORT_MAX_ROW = 65536
+SHORT_MAX_THREADS = 512
 
 
 def long_row_plan(L: int, k: int, prefix_min_row: int = PREFIX_MIN_ROW) -> tuple[int, int]:
@@ -186,3 +195,45 @@ def resident_one_wave(B: int, parts: int, num_sms: int, blocks_per_sm: int) -> b
     """Whether every block of a spread plan can be resident at once (its rows wait for each other:
     one wave, by the driver's blocks per SM); one-block rows need no such thing."""
     return parts == 1 or int(B) * int(parts) <= int(num_sms) * max(0, int(blocks_per_sm))
+
+
+class ShortCluster(NamedTuple):
+    """The short-row cluster path's layout: ``size`` blocks a row (one cluster) of ``threads``
+    threads, each holding ``regs`` float4 of its block's slice (TOPK_CLUSTER_REGS)."""
+
+    size: int
+    threads: int
+    regs: int
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def short_cluster(B: int, L: int, k: int, num_sms: int, size: int | None = None) -> ShortCluster | None:
+    """The cluster layout for B rows of L values (SHORT_MIN_ROW <= L <= SHORT_MAX_ROW, L > k), or
+    None where the path does not apply. The cluster has the fewest blocks (a power of two, 4 to
+    MAX_CLUSTER) whose slices hold about SHORT_SLICE values, halved while the B rows' blocks would
+    be more than one a SM; None where that leaves fewer than CLUSTER_TWO_LEVEL blocks a row (the
+    register path needs the two-level search). ``size`` forces the cluster (no SM rule). Blocks
+    of 256 to SHORT_MAX_THREADS threads, one float4 a thread where the slice allows.
+
+    Measured on the H200 (records/topk_cshort, exp1/exp2, k = 2048, us, against the committed
+    default): (1, 8K) 9.95 / 11.04, (16, 8K) 10.69 / 11.97, (1, 16K) 10.88 / 17.18, (16, 16K)
+    11.87-12.10 / 16.83, (1, 32K) 11.26 / 16.75, (1, 64K) 12.21 / 17.68; it lost at (64, 8K) over
+    4 blocks a row (12.66 / 11.87), which this rule leaves to the resident kernel."""
+    if B <= 0 or L <= k or not SHORT_MIN_ROW <= L <= SHORT_MAX_ROW:
+        return None
+    if size is None:
+        S = max(CLUSTER_TWO_LEVEL, min(MAX_CLUSTER, _pow2_at_least(-(-int(L) // SHORT_SLICE))))
+        while S > CLUSTER_TWO_LEVEL and int(B) * S > int(num_sms):
+            S //= 2
+        if int(B) * S > int(num_sms):
+            return None
+    else:
+        S = int(size)
+        if not CLUSTER_TWO_LEVEL <= S <= MAX_CLUSTER:
+            raise UserError(f"a short row's cluster takes {CLUSTER_TWO_LEVEL} to {MAX_CLUSTER} blocks, got split={size}")
+    chunk = _ceil4(-(-int(L) // S))                       # topk_cluster_slice's chunk
+    threads = min(SHORT_MAX_THREADS, max(256, _pow2_at_least(-(-chunk // 4))))
+    return ShortCluster(S, threads, -(-chunk // (4 * threads)))

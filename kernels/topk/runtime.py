@@ -131,12 +131,14 @@ def _split_handle(handle, lds_budget, threads, bits, dev):
     return _derived_handle(handle, SPLIT_KERNEL_NAME, {"TOPK_SPLIT_ONLY": 1}, 0, lds_budget, threads, bits, dev)
 
 
-def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev, regs: int = 0):
+def _cluster_handle(handle, S: int, lds_budget, threads, bits, dev, regs: int = 0, block: int = 0):
     """The cluster kernel with TOPK_CLUSTER=S (same lds_budget), with the register path where
-    ``regs`` (TOPK_CLUSTER_REGS: float4 per thread); above PORTABLE_CLUSTER blocks with the
-    non-portable cluster size allowed (a UserError where the driver refuses)."""
+    ``regs`` (TOPK_CLUSTER_REGS: float4 per thread), blocks of ``block`` threads where given (else
+    the config's); above PORTABLE_CLUSTER blocks with the non-portable cluster size allowed (a
+    UserError where the driver refuses)."""
     smem = int((handle.defines or {}).get("SGL_TOPK_DYNAMIC_SMEM_BYTES", lds_budget))
-    extra = {"TOPK_CLUSTER": int(S), **({"TOPK_CLUSTER_REGS": int(regs)} if regs else {})}
+    extra = {"TOPK_CLUSTER": int(S), **({"TOPK_CLUSTER_REGS": int(regs)} if regs else {}),
+             **({"TOPK_THREADS": int(block)} if block else {})}
     h = _derived_handle(handle, CLUSTER_KERNEL_NAME, extra, smem, lds_budget, threads, bits, dev)
     if S > PORTABLE_CLUSTER and not h.info.get("nonportable_cluster"):
         rtc.allow_nonportable_cluster(h)
@@ -333,6 +335,10 @@ def topk(scores, k: int = 2048, lengths=None, row_starts=None, *, options: TopkO
       unset where it fits (see ``_cluster_plan``), True insists (at most MAX_CLUSTER blocks per
       row; ``split`` then sets the cluster size), False keeps the split kernel and the list in
       global memory.
+    - short rows (``policy.short_cluster``: 4K-64K values, few rows, 16-byte aligned, sm_90+): one
+      cluster of 4-16 blocks a row, each block's slice in its threads' registers (the cluster
+      kernel's register path; blocks of 256-512 threads whatever ``threads`` says), where split,
+      cluster and resident are unset; cluster=True asks for it (``split`` sets the cluster size).
     A row whose kept values crowd into one slice (sorted or strongly position-biased scores)
     overflows that block's shared stage into the row's global scratch list (``spilled_rows``); a
     threshold bin larger than the candidate list is narrowed without re-reading the row where the
@@ -640,12 +646,28 @@ def _cluster_first(handle, dev, r: _Shape, o: TopkOptions, nsms: int) -> bool:
                                              o.threads, o.bits, dev))
 
 
+def _short_cluster_choice(handle, dev, r: _Shape, o: TopkOptions) -> policy.ShortCluster | None:
+    """The short-row cluster path's layout (``policy.short_cluster``), or None for the other paths:
+    automatic with split, cluster and resident unset, or asked for with cluster=True (split: the
+    cluster size); sm_90+ (thread-block clusters), rows that are not long, 16-byte aligned (no row
+    starts, a row stride of whole float4: the register path's loads)."""
+    if o.resident is not None or o.cluster is False or (o.cluster is None and o.split is not None) or not r.B:
+        return None
+    if long_row_plan(r.L, r.k, o.prefix_min_row)[1] or not hopper_or_later(getattr(handle, "arch", None)):
+        return None
+    if r.stride % 4 or r.has_starts:
+        return None
+    size = int(o.split) if o.cluster and o.split is not None else None
+    return policy.short_cluster(r.B, r.L, r.k, _num_sms(dev), size)
+
+
 def _split_choice(handle, split_kernel, dev, r: _Shape, o: TopkOptions, scap: int) -> tuple[int, int]:
     """(blocks per row, cluster size or 0) of a plan; see ``topk``'s docstring."""
     if not (r.B and scap):
         if o.cluster and r.B:
-            raise UserError("cluster=True applies to long rows only (the long-row path is off here: "
-                            f"L={r.L} < prefix_min_row={o.prefix_min_row} or < 16k); leave cluster unset")
+            raise UserError("cluster=True applies to long rows (here the long-row path is off: "
+                            f"L={r.L} < prefix_min_row={o.prefix_min_row} or < 16k) and, on sm_90+, to 16-byte "
+                            f"aligned rows of {policy.SHORT_MIN_ROW}-{policy.SHORT_MAX_ROW} values; leave cluster unset")
         return 1, 0
     nsms = _num_sms(dev)
     ncluster = _cluster_plan(handle, r.B, r.L, r.k, scap, nsms, o.split, o.cluster, o.lds_budget, o.threads,
@@ -670,6 +692,12 @@ def _launches(handle, split_kernel, dev, r: _Shape, o: TopkOptions):
     # arguments every kernel takes first (rows), then those of the kernels that write the output
     row = [Ptr(SCORES), r.stride, r.L, Ptr(LENGTHS), int(r.has_len), Ptr(STARTS), int(r.has_starts), r.k]
     outa = [Ptr(OUT), r.mode, Ptr(TABLE), r.tstride, o.page_bits, Ptr(BINS)]
+    sc = _short_cluster_choice(handle, dev, r, o)
+    if sc is not None:
+        ck = _cluster_handle(handle, sc.size, o.lds_budget, o.threads, o.bits, dev, sc.regs, sc.threads)
+        pack = ArgPack([*row, *outa, 0, 0, Ptr(SCRATCH)])      # no long-row pass: no scratch list
+        return [(ck, r.B * sc.size, sc.threads, ck.dynamic_smem, pack)], sc.size, sc.size, 0, 0, \
+            candidate_entries(smem), 0
     res = _resident_choice(handle, dev, r, o)
     if res is not None:
         rk = _resident_handle(handle, o.lds_budget, o.threads, o.bits, dev)

@@ -608,11 +608,12 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
                         lambda h, grid, thr, smem: most.get(h.defines["TOPK_CLUSTER"], 1000))
     handles = {}
 
-    def fake_cluster(handle, S, budget, threads, bits, dev, regs=0):
+    def fake_cluster(handle, S, budget, threads, bits, dev, regs=0, block=0):
         built.append(S)
-        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
-        return handles.setdefault((S, regs), rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
-                                                           {**handle.defines, **extra}, [], 0.0, 49152))
+        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {}),
+                 **({"TOPK_THREADS": block} if block else {})}
+        return handles.setdefault((S, regs, block), rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90",
+                                                                  {**handle.defines, **extra}, [], 0.0, 49152))
     monkeypatch.setattr(rt, "_cluster_handle", fake_cluster)
     monkeypatch.setattr(tk.policy, "RES_MAX_PARTS", 0)      # the long-row paths that do not fit on chip
     split = rtc.RtcKernel(None, tk.SPLIT_KERNEL_NAME, "90", tk.defines(49152), [], 0.0)
@@ -699,11 +700,57 @@ def test_cluster_plan_and_launch_with_a_fake_device(monkeypatch):
         other = rtc.RtcKernel(None, tk.KERNEL_NAME, arch, tk.defines(49152), [], 0.0, 49152)
         with pytest.raises(UserError, match="sm_90"):
             tk.topk(torch.zeros(8, L), 2048, kernel=other, split_kernel=split, cluster=True)
-    with pytest.raises(UserError, match="long rows"):
-        tk.topk(torch.zeros(8, 8192), 2048, kernel=main, split_kernel=split, cluster=True)
+    with pytest.raises(UserError, match="long rows"):     # neither long nor short
+        tk.topk(torch.zeros(8, 100000), 2048, kernel=main, split_kernel=split, cluster=True)
     launches.clear()
     tk.topk(torch.zeros(0, L), 2048, kernel=main, split_kernel=split, cluster=True)   # no rows: nothing
     assert launches == []
+
+
+def test_short_rows_take_one_cluster_a_row_on_sm_90(monkeypatch):
+    """Short rows (policy.short_cluster): on sm_90 the automatic plan launches the cluster kernel's
+    register build, one cluster a row, with the policy's block size (not the config's); rows that
+    are not 16-byte aligned, too many rows for one block a SM, sm_80, or any path option given
+    keep the other paths; cluster=True with split=S sets the cluster."""
+    import torch
+
+    launches = []
+    fake_sms(monkeypatch)
+    monkeypatch.setattr(rtc, "launch_packed", lambda h, grid, block, smem, pack, stream, tensors:
+                        launches.append((h.name, grid, block, h.defines, pack.values(tensors))))
+    monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
+    monkeypatch.setattr(rt, "_cluster_handle", lambda handle, S, budget, threads, bits, dev, regs=0, block=0:
+                        rtc.RtcKernel(None, tk.CLUSTER_KERNEL_NAME, "90", {**handle.defines, "TOPK_CLUSTER": S,
+                                      "TOPK_CLUSTER_REGS": regs, "TOPK_THREADS": block}, [], 0.0, 49152))
+    monkeypatch.setattr(rt, "_resident_handle", lambda handle, *a: rtc.RtcKernel(
+        None, tk.RESIDENT_KERNEL_NAME, "90", handle.defines, [], 0.0, 49152))
+    tk.clear_plans()
+    main = rtc.RtcKernel(None, tk.KERNEL_NAME, "90", tk.defines(49152, 1024, 12), [], 0.0, 49152)
+
+    def path(x, **kw):
+        launches.clear()
+        tk.topk(x, 2048, kernel=main, **kw)
+        (name, grid, block, d, args), = launches
+        return name, grid, block, d.get("TOPK_CLUSTER"), d.get("TOPK_CLUSTER_REGS")
+
+    c = tk.CLUSTER_KERNEL_NAME
+    assert path(torch.zeros(1, 8192)) == (c, 8, 256, 8, 1)
+    assert path(torch.zeros(16, 16384)) == (c, 128, 512, 8, 1)
+    assert path(torch.zeros(2, 65536)) == (c, 32, 512, 16, 2)
+    (_, _, _, _, args), = launches
+    assert args[-3:-1] == [0, 0]                          # no long-row pass, no scratch list
+    assert path(torch.zeros(64, 8192))[0] == tk.RESIDENT_KERNEL_NAME      # 64 x 4 blocks > 132 SMs
+    assert path(torch.zeros(1, 8192), resident=True)[0] == tk.RESIDENT_KERNEL_NAME
+    assert path(torch.zeros(1, 8192), cluster=False)[0] == tk.KERNEL_NAME       # options given: no automatic path
+    assert path(torch.zeros(1, 8194)[:, :8193])[0] != c                   # row stride 8194: unaligned rows
+    assert path(torch.zeros(1, 8192), lengths=torch.full((1,), 8000, dtype=torch.int32))[0] == c   # lengths: fine
+    assert path(torch.zeros(1, 8192), cluster=True, split=4) == (c, 4, 512, 4, 1)
+    with pytest.raises(UserError, match="4 to 16 blocks"):
+        path(torch.zeros(1, 8192), cluster=True, split=2)
+    sm80 = rtc.RtcKernel(None, tk.KERNEL_NAME, "80", tk.defines(49152, 1024, 12), [], 0.0, 49152)
+    launches.clear()
+    tk.topk(torch.zeros(1, 8192), 2048, kernel=sm80)
+    assert launches[0][0] != c
 
 
 def test_cluster_fits():
@@ -747,6 +794,7 @@ def test_family_warm_compiles_every_kernel_the_launcher_then_uses(monkeypatch):
     monkeypatch.setattr(rtc, "compile_kernel", fake_compile)
     monkeypatch.setattr(rtc, "occupancy_query", lambda h, thr, smem: 2)
     monkeypatch.setattr(rtc, "max_active_clusters", lambda h, grid, thr, smem: 40)   # S=8 not for 64 rows
+    monkeypatch.setattr(rtc, "allow_nonportable_cluster", lambda h: None)          # short rows' S=16
     fake_sms(monkeypatch)
     monkeypatch.setattr(rt, "_DERIVED_HANDLES", {})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

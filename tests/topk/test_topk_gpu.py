@@ -310,6 +310,39 @@ def test_cluster_register_path_families(name, bits, threads):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+@pytest.mark.parametrize("name", ref.CASES)
+@pytest.mark.parametrize("L,budget", [(8192, 49152), (40000, 8192)])
+def test_short_rows_take_one_cluster_each(name, L, budget):
+    """Short rows on sm_90's automatic plan: one cluster a row, each block's slice in registers
+    (policy.short_cluster). Every family with ragged lengths (an odd one, K, K + 1) exact, its bin
+    counts as predicted, and the rows whose bin t overflows block 0's stage flagged (block 0
+    finishes them on the plain path); then the same rows captured in a CUDA graph."""
+    s, lens = ref.make_case(name, 5, L, K, seed=L + budget)
+    lens = np.array(lens, np.int32)
+    lens[1], lens[2], lens[3] = L - 3, K, K + 1
+    out, diag = _run(s, lens, K, budget, 12, threads=1024)
+    want = tk.policy.short_cluster(5, L, K, torch.cuda.get_device_properties(0).multi_processor_count)
+    assert (diag["cluster"], diag["cluster_regs"]) == (want.size, want.regs)
+    _assert_exact(s, lens, K, out, what=f"short row cluster {name} L={L}")
+    pred = ref.threshold_bin_counts(s, lens, K, 12)
+    long_rows = lens > K
+    assert np.array_equal(diag["bin_counts"].cpu().numpy()[long_rows], pred[long_rows])
+    over = (pred > diag["capacity"]) & long_rows
+    assert np.array_equal((diag["row_flags"].cpu().numpy() & 1) != 0, over), (pred, diag["capacity"])
+    x = torch.from_numpy(s).cuda()
+    lt = torch.from_numpy(lens).cuda()
+    o = torch.empty(5, K, dtype=torch.int32, device="cuda")
+    tk.topk(x, K, lt, lds_budget=budget, bits=12, threads=1024, out=o)       # the plan, made eagerly
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tk.topk(x, K, lt, lds_budget=budget, bits=12, threads=1024, out=o)
+    o.fill_(-5)
+    g.replay()
+    torch.cuda.synchronize()
+    _assert_exact(s, lens, K, o.cpu().numpy(), what=f"short row cluster, graph {name} L={L}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
 def test_the_plan_takes_the_register_path_for_8_rows_of_128k_without_the_resident_kernel():
     s, lens = ref.make_case("random_normal", 8, 131072, K, seed=3)
     for threads in (512, 1024):

@@ -72,3 +72,20 @@ def test_the_analytic_resident_columns_count_slices_and_rows_kept_on_chip():
     c = resident_columns(131072, 256, 1)
     assert (c["rows_on_chip_8k"], c["rows_on_chip_128k"], c["rows_on_chip_1m"]) == (256, 64, 8)
     assert resident_columns(131072, 256, None)["rows_on_chip_1m"] is None     # no compiler: unknown
+
+
+@pytest.mark.parametrize("B,L,want", [(1, 8192, (8, 256, 1)), (16, 8192, (8, 256, 1)), (17, 8192, (4, 512, 1)),
+                                      (1, 16384, (16, 256, 1)), (16, 16384, (8, 512, 1)), (1, 65536, (16, 512, 2)),
+                                      (1, 4096, (4, 256, 1)), (64, 8192, None), (1, 65537, None), (1, 2048, None)])
+def test_short_rows_take_the_fewest_blocks_of_about_1k_values_one_a_sm(B, L, want):
+    sc = policy.short_cluster(B, L, 2048, 132)
+    assert (None if sc is None else tuple(sc)) == want
+    if sc is not None:
+        assert B * sc.size <= 132 and 4 * sc.regs * sc.threads * sc.size >= L      # every slice fits
+
+
+def test_a_forced_short_cluster_ignores_the_sm_rule_but_not_the_cluster_limits():
+    assert policy.short_cluster(64, 8192, 2048, 132, size=8) == policy.ShortCluster(8, 256, 1)
+    assert policy.short_cluster(1, 1000, 2048, 132, size=8) is None            # a row of at most k
+    with pytest.raises(UserError, match="4 to 16 blocks"):
+        policy.short_cluster(1, 8192, 2048, 132, size=32)

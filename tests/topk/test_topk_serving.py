@@ -88,10 +88,11 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda idx: STREAM, raising=False)
     clusters = {}
 
-    def cluster_handle(handle, S, budget, threads, bits, dev, regs=0):
-        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {})}
-        return clusters.setdefault((S, regs), _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, **extra},
-                                                      handle.dynamic_smem, 0x3000 + S + 0x100 * regs))
+    def cluster_handle(handle, S, budget, threads, bits, dev, regs=0, block=0):
+        extra = {"TOPK_CLUSTER": S, **({"TOPK_CLUSTER_REGS": regs} if regs else {}),
+                 **({"TOPK_THREADS": block} if block else {})}
+        return clusters.setdefault((S, regs, block), _kernel(tk.CLUSTER_KERNEL_NAME, {**handle.defines, **extra},
+                                                             handle.dynamic_smem, 0x3000 + S + 0x100 * regs + block))
     monkeypatch.setattr(rt, "_cluster_handle", cluster_handle)
     resident = {}
 
@@ -153,12 +154,12 @@ def test_resident_paths_one_launch_and_a_workspace_per_stream(fake_gpu, monkeypa
     odd = torch.zeros(4, 8193)[:, :8192]
     assert tk.plan_for(odd, K, kernel=main).nresident == 0
     assert tk.plan_for(odd, K, kernel=main, resident=True).nresident == 1
-    x = torch.zeros(4, 8192)
+    x = torch.zeros(64, 8192)          # 64 rows: too many for sm_90's short-row clusters
     out = tk.topk(x, K, kernel=main)
     plan = tk.plan_for(x, K, kernel=main)
     (f, grid, block, smem, _, params), = _decoded(fake_gpu, plan)
     d = plan.dummy.data_ptr()
-    assert f == ("CUfunction", 0x4000) and grid == (4, 1, 1) and block == (512, 1, 1) and smem == 49152
+    assert f == ("CUfunction", 0x4000) and grid == (64, 1, 1) and block == (512, 1, 1) and smem == 49152
     assert params[:14] == [x.data_ptr(), 8192, 8192, d, 0, d, 0, K, out.data_ptr(), 0, d, 0, 0, plan.sink.data_ptr()]
     cap = (49152 - 4 * 8192) // 8
     assert params[14:] == [1, cap, 8192, d, 0] and (plan.nresident, plan.capacity, plan.ws_numel) == (1, cap, 0)
