@@ -3,8 +3,8 @@
 // host allows the non-portable size on the function before launching it): a long row
 // is handled by one thread-block cluster of S blocks that share their shared memory (DSMEM), in
 // one kernel (with -DTOPK_CLUSTER_REGS, so is any row longer than K whose slices fit the
-// blocks' registers: see topk_cluster_regs_row; the host sends short rows here on sm_90,
-// policy.short_cluster):
+// blocks' registers: see topk_cluster_regs_row, which reads the row once even where bin t
+// overflows; the host sends short rows here on sm_90, policy.short_cluster):
 //  1. every block of the row computes the same f0 from the same sample (topk_sample_floor) and
 //     keeps the values of its slice with fine key >= f0 in its own dynamic shared memory (the
 //     LDS budget, TOPK_CAP entries; values beyond it spill to the block's own region of the
@@ -284,6 +284,121 @@ __device__ static inline void topk_regs_emit(TopkShared& sh, const topk_f4 (&v)[
   }
 }
 
+// The radix digit search of topk_cluster_regs_narrow. This block's histogram of 256 digits is
+// complete in sh.hist; as topk_cluster_find, two levels (16 groups of 16 digits) over the S
+// blocks' histograms. Out: digit *d holds the need-th value, *above values lie in higher digits,
+// *cnt in digit *d, *before of them in the blocks of lower rank; this thread's part of the
+// block's slots for higher digits is added to sh.out_pos. Ends with a cluster barrier (no block
+// reads another's tables or histogram any more).
+template <int S>
+__device__ static inline void topk_cluster_digit_find(TopkShared& sh, int* cth, int need, unsigned rank,
+                                                      int* d, int* above, int* cnt, int* before) {
+  constexpr int G = 16;
+  int* const own = cth + TOPK_CTH_OWN(S);                // [G] this block's group sums
+  int* const gb = cth + TOPK_CTH_B(S);                   // [S][G] the threshold group's digits
+  for (int g = TOPK_TID; g < G; g += TOPK_THREADS) {
+    int s = 0;
+    for (int j = 0; j < G; ++j) s += sh.hist[g * G + j];
+    own[g] = s;
+  }
+  topk_cluster_sync();                                   // every block's digits and group sums
+  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS) cth[i] = topk_map_rank(own, (unsigned)(i / G))[i % G];
+  TOPK_SYNC();
+  int g, a1, ng, j, a2;
+  topk_warp_find<S, G>(cth, need, &g, &a1, &ng);
+  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS)
+    gb[i] = topk_map_rank(sh.hist, (unsigned)(i / G))[g * G + i % G];
+  TOPK_SYNC();
+  topk_warp_find<S, G>(gb, need - a1, &j, &a2, cnt);
+  int mine = 0, bef = 0;
+  for (int i = TOPK_TID; i < (int)rank * G; i += TOPK_THREADS)
+    mine += (i % G > g ? cth[i] : 0) + (i % G > j ? gb[i] : 0);
+  topk_add_out_pos(sh, mine);
+  for (int r = 0; r < (int)rank; ++r) bef += gb[r * G + j];
+  *d = g * G + j;
+  *above = a1 + a2;
+  *before = bef;
+  topk_cluster_sync();
+}
+
+// Bin t of the register path when it does not fit block 0's stage (nt > TOPK_CAP: ties, or a
+// dense bin): radix passes over the fine keys of the bin-t values that the blocks hold in
+// registers (8-bit digits from the top; no read of the row, no kept list), each a cluster-wide
+// digit search, until the values at the threshold fit the stage. Those are pushed to block 0,
+// which finishes them as a list. Where they still do not fit after the last digit they are all
+// equal: each block emits its share of the `need` still wanted, in rank order. Block 0 flags the
+// row TOPK_FLAG_BIN_OVF. Every block calls it after topk_cluster_find, with its output slots for
+// bins > t already in sh.out_pos.
+__device__ static inline void topk_cluster_regs_narrow(
+    TopkShared& sh, int* cth, topk_u32* stage, const topk_f4 (&v)[TOPK_CLUSTER_REGS], int off, int n,
+    int K, unsigned rank, int t, int above, int nt, int* o, const TopkTransform& tr, int* diag) {
+  int need = K - above, cnt = nt, before = 0;
+  topk_u32 prefix = 0u, mask = 0u;
+  topk_cluster_sync();                                   // every block has read the coarse tables
+  for (int shift = 24; shift >= 0 && cnt > TOPK_CAP; shift -= 8) {   // cluster-uniform
+    topk_clear_hist(sh, 256);
+    TOPK_SYNC();
+#pragma unroll
+    for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
+      const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const topk_u32 bits = topk_canon(topk_bits(x[j]));
+        const topk_u32 k = topk_fine_key(bits);
+        topk_hist_add<true>(sh.hist, (int)((k >> shift) & 255u),
+                            i + j < n && topk_bin(bits) == t && (k & mask) == prefix);
+      }
+    }
+    TOPK_SYNC();
+    int dg, ab;
+    topk_cluster_digit_find<TOPK_CLUSTER>(sh, cth, need, rank, &dg, &ab, &cnt, &before);
+    need -= ab;
+    prefix |= (topk_u32)dg << shift;
+    mask |= 255u << shift;
+  }
+  const bool ties = cnt > TOPK_CAP;                      // one key, every digit resolved
+  if (TOPK_TID == 0) {
+    sh.cand_n = before;      // this block's first slot in block 0's stage
+    sh.eq_taken = 0;
+  }
+  TOPK_SYNC();
+  const unsigned push = topk_cluster_addr(stage, 0u);
+  const float thr = topk_bin_prefilter(t);
+#pragma unroll
+  for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
+    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {       // warp-uniform: slots reserved once per warp (ties)
+      const topk_u32 bits = topk_canon(topk_bits(x[j]));
+      const int bin = topk_bin(bits);
+      const topk_u32 k = topk_fine_key(bits) & mask;
+      const bool live = i + j < n && !(x[j] <= thr);     // thr: below bin t (one compare)
+      const bool at = live && bin == t && k == prefix;
+      const int pos = topk_reserve<true>(&sh.out_pos, live && (bin > t || (bin == t && k > prefix)));
+      if (pos >= 0) o[pos] = tr.apply(off + i + j);
+      if (!ties) {
+        const int c = topk_reserve<true>(&sh.cand_n, at);
+        if (c >= 0) topk_cluster_st2(push + 8u * (unsigned)c, (topk_u32)(off + i + j), bits);
+      } else {
+        const int e = topk_reserve<true>(&sh.eq_taken, at);
+        if (e >= 0 && e < need - before) o[K - need + before + e] = tr.apply(off + i + j);
+      }
+    }
+  }
+  topk_cluster_sync();                                   // every push has landed
+  if (rank != 0) return;
+  if (TOPK_TID == 0) {
+    diag[0] = nt;
+    sh.out_pos = K - need;   // the values left fill the slots after every block's larger ones
+    sh.flags |= TOPK_FLAG_BIN_OVF;
+  }
+  TOPK_SYNC();
+  if (!ties) topk_list_emit(sh, stage, cnt, need, o, tr);
+  topk_write_flags(sh, diag);
+}
+
 // The register path (-DTOPK_CLUSTER_REGS=R, a build of its own; two-level searches only): a
 // block whose slice has at most 4 R TOPK_THREADS values, 16-byte aligned, holds it in registers
 // (R float4 per thread) and the row needs no sample and no kept list:
@@ -292,9 +407,9 @@ __device__ static inline void topk_regs_emit(TopkShared& sh, const topk_f4 (&v)[
 //  3. each block writes its values of bins > t to the output (its first slot from the tables)
 //     and pushes its bin-t values to block 0's stage (offsets from the tables); barrier (2);
 //  4. block 0 finishes bin t: rank, or radix refine of the list.
-// Returns false, in every block, where bin t does not fit block 0's stage: after a cluster
-// barrier (no block reads another's histogram any more) the caller takes the sampled path.
-__device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32* stage, const float* p,
+// Where bin t does not fit block 0's stage, steps 3-4 are topk_cluster_regs_narrow's: the row is
+// still read once.
+__device__ static void topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32* stage, const float* p,
                                              int off, int n, int K, unsigned rank, int* o,
                                              const TopkTransform& tr, int* diag) {
   constexpr int S = TOPK_CLUSTER;
@@ -309,12 +424,12 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   TOPK_SYNC();
   int gt, tj, above, nt;
   topk_cluster_find<S>(sh, cth, K, &gt, &tj, &above, &nt);
-  if (nt > TOPK_CAP) {                                   // cluster-uniform
-    topk_cluster_sync();
-    return false;
-  }
   const int t = gt * TOPK_CGS + tj;
   topk_add_out_pos(sh, topk_cluster_mine<S>(cth, rank, gt, tj));
+  if (nt > TOPK_CAP) {                                   // cluster-uniform
+    topk_cluster_regs_narrow(sh, cth, stage, v, off, n, K, rank, t, above, nt, o, tr, diag);
+    return;
+  }
   if (TOPK_TID == 0) {       // this block's first bin-t slot in block 0's stage
     int coff = 0;
     for (int r = 0; r < (int)rank; ++r) coff += cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj];
@@ -326,7 +441,7 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 5);         // profile builds: the emission's end (phase p1 = -(barrier (2)'s wait))
   topk_cluster_sync();                                   // (2) every push has landed
-  if (rank != 0) return true;
+  if (rank != 0) return;
   TOPK_STAMP(sh, 4);
   if (TOPK_TID == 0) {
     diag[0] = nt;
@@ -338,7 +453,6 @@ __device__ static bool topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   TOPK_PROF_SYNC();
   TOPK_STAMP(sh, 9);
   TOPK_PROF_DUMP(sh, o);
-  return true;
 }
 #endif
 
@@ -408,14 +522,8 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   TOPK_STAMP(sh, 0);
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   if (regs) {
-    if (topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag)) return;
-    topk_block_init(sh);     // bin t too large for a stage: the sampled path below, or for a
-    if (!long_row) {         // short row block 0's plain path (it refines the bin, flagged)
-      if (rank != 0) return;
-      topk_row_plain(sh, stage, p, len, K, o, tr, diag);
-      topk_write_flags(sh, diag);
-      return;
-    }
+    topk_cluster_regs_row(sh, topk_cth, stage, p, roff, rn, K, rank, o, tr, diag);
+    return;
   }
 #endif
   int cut;                   // the bin f0 cut (its kept count is partial), -1 if none

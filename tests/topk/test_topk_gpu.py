@@ -294,15 +294,20 @@ def test_cluster_register_path_families(name, bits, threads):
     """The cluster kernel's register path (each block's slice in registers, no sample, no kept
     list) at S=8 on 128K rows: every family with ragged lengths (an odd one, a row too short for
     the long-row path, one of at most K) exact and its bin counts as predicted. Rows whose bin t
-    does not fit a stage (heavy ties) take the sampled path in the same kernel, also exact; so
-    do rows that do not start 16-byte aligned."""
+    does not fit a stage (heavy ties) are narrowed in the blocks' registers: flagged, never a
+    second read of the row. Rows that do not start 16-byte aligned take the sampled path in the
+    same kernel, also exact."""
     s, lens = ref.make_case(name, 6, 131072, K, seed=37)
     lens = np.array(lens, np.int32)
     lens[1], lens[2], lens[3] = 131072 - 3, 70001, K - 1
     out, diag = _run(s, lens, K, 32768, bits, split=8, cluster=True, threads=threads)
     assert diag["cluster"] == 8 and diag["cluster_regs"] == tk.cluster_regs(131072, 8, threads) > 0
     _assert_exact(s, lens, K, out, what=f"register path {name} bits={bits} t={threads}")
-    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, bits))
+    pred = ref.threshold_bin_counts(s, lens, K, bits)
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), pred)
+    f = _flags(diag)
+    assert np.array_equal((f & BIN_OVF) != 0, (pred > diag["capacity"]) & (lens > K)), (name, f, pred)
+    assert not (f & (ROW_PASSES | REPLAY | SPILL)).any(), (name, f)
     starts = np.array([1, 0, 2, 0, 3, 0], np.int32)           # unaligned rows: the sampled path
     slens = np.minimum(lens, 131072 - starts).astype(np.int32)
     out, diag = _run(s, slens, K, 32768, bits, starts=starts, split=8, cluster=True, threads=threads)
@@ -315,8 +320,9 @@ def test_cluster_register_path_families(name, bits, threads):
 def test_short_rows_take_one_cluster_each(name, L, budget):
     """Short rows on sm_90's automatic plan: one cluster a row, each block's slice in registers
     (policy.short_cluster). Every family with ragged lengths (an odd one, K, K + 1) exact, its bin
-    counts as predicted, and the rows whose bin t overflows block 0's stage flagged (block 0
-    finishes them on the plain path); then the same rows captured in a CUDA graph."""
+    counts as predicted, and the rows whose bin t overflows block 0's stage flagged (narrowed by
+    radix passes over the blocks' registers: no pass over the row, no replay); then the same rows
+    captured in a CUDA graph."""
     s, lens = ref.make_case(name, 5, L, K, seed=L + budget)
     lens = np.array(lens, np.int32)
     lens[1], lens[2], lens[3] = L - 3, K, K + 1
@@ -328,7 +334,8 @@ def test_short_rows_take_one_cluster_each(name, L, budget):
     long_rows = lens > K
     assert np.array_equal(diag["bin_counts"].cpu().numpy()[long_rows], pred[long_rows])
     over = (pred > diag["capacity"]) & long_rows
-    assert np.array_equal((diag["row_flags"].cpu().numpy() & 1) != 0, over), (pred, diag["capacity"])
+    assert np.array_equal((_flags(diag) & BIN_OVF) != 0, over), (pred, diag["capacity"])
+    assert not (_flags(diag) & (ROW_PASSES | REPLAY | SPILL)).any(), _flags(diag)
     x = torch.from_numpy(s).cuda()
     lt = torch.from_numpy(lens).cuda()
     o = torch.empty(5, K, dtype=torch.int32, device="cuda")
