@@ -163,8 +163,8 @@ def main(argv=None) -> int:
             kern = kernels[cfg] if cfg else None
             register_path(tk, run != "sampled cluster")
             out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, **opts)
+            d = tk.plan_for(x, a.k, kernel=kern, **opts).launches[0][0].defines
             if cfg is None:                               # the default: its config from the plan
-                d = tk.plan_for(x, a.k).launches[0][0].defines
                 cfg = (int(d["SGL_TOPK_DYNAMIC_SMEM_BYTES"]), int(d["TOPK_COARSE_BITS"]), int(d["TOPK_THREADS"]))
             bud, nbits, nthr = cfg
             path = (cfg, diag["split"], diag["cluster"], diag["cluster_regs"], diag["resident"])
@@ -176,6 +176,7 @@ def main(argv=None) -> int:
             med, iqr, p90 = kernel_time(fn, a.reps)
             host_us, serve_us = serving_loop(torch, fn, a.serve_calls)
             rows.append({"B": B, "L": L, "K": a.k, "budget": bud, "bits": nbits, "threads": nthr,
+                         "block_threads": int(d["TOPK_THREADS"]),
                          "split": diag["split"], "cluster": diag["cluster"], "cluster_regs": diag["cluster_regs"],
                          "resident": diag["resident"], "run": run,
                          "dist": dist, "median_us": round(med, 2), "iqr_us": round(iqr, 2),
@@ -229,10 +230,14 @@ def register_path(tk, on: bool) -> None:
 
 def _path(r) -> str:
     """A run's path in a few characters: r<parts> resident, <S>c / <S>cr cluster (register path),
-    <S> split kernel or one block a row."""
+    <S> split kernel or one block a row; "@<T>" where its blocks have T threads, not the config's
+    (short rows' clusters take policy.short_cluster's)."""
     if r.get("resident"):
-        return f"r{r['resident']}"
-    return f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
+        p = f"r{r['resident']}"
+    else:
+        p = f"{r['split']}{('cr' if r['cluster_regs'] else 'c') if r['cluster'] else ''}"
+    bt = r.get("block_threads")
+    return p + (f"@{bt}" if bt and bt != r["threads"] else "")
 
 
 def target_us(B: int, L: int, read1: float) -> float:

@@ -912,6 +912,17 @@ def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
                                     "threads": [512], "splits": [], "clusters": [8, 16]}
 
 
+
+def test_bench_topk_path_says_when_the_plan_changed_the_threads():
+    """A short row's cluster takes policy.short_cluster's threads, not the config's: the path label
+    says so ("8cr@256"), so a table's "1024" never stands for blocks of 256."""
+    bench = load_benchmark("topk/bench_topk")
+    run = {"resident": 0, "split": 8, "cluster": 8, "cluster_regs": 1, "threads": 1024, "block_threads": 256}
+    assert bench._path(run) == "8cr@256"
+    assert bench._path({**run, "block_threads": 1024}) == "8cr"
+    assert bench._path({**run, "resident": 128, "block_threads": 512}) == "r128@512"
+    assert bench._path({"resident": 0, "split": 2, "cluster": 0, "cluster_regs": 0, "threads": 512}) == "2"
+
 def test_read_probe_sees_each_chunks_first_and_last_value(monkeypatch):
     """The read-once probe (benchmarks/read_probe.py) is a floor only if each program reads its own
     chunk, all of it: a chunk's max planted at its first or its last value (the last chunk is
