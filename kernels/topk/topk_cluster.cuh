@@ -22,8 +22,9 @@
 //     0 still reads its memory).
 // A spill region that overflows, or fewer than K kept (a bad sample), sends the row to block 0's
 // plain path (exact; TOPK_FLAG_REPLAY). Rows of at most K values, and short rows the register
-// path does not take, are done by block 0 alone. Same arguments, output and bin_counts as topk_transform_kernel, then the
-// scratch list (scratch_cap entries of 8 bytes per row, used only for spills).
+// path does not take, are done by block 0 alone. Same arguments, output and bin_counts as
+// topk_transform_kernel, then the scratch list (scratch_cap entries of 8 bytes per row, used
+// only for spills).
 #if defined(TOPK_CLUSTER) && defined(TOPK_RESIDENT)
 #error "TOPK_CLUSTER and TOPK_RESIDENT are two builds"
 #endif

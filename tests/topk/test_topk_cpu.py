@@ -912,7 +912,6 @@ def test_bench_topk_bad_list_is_one_error_line(capsys, args, says):
                                     "threads": [512], "splits": [], "clusters": [8, 16]}
 
 
-
 def test_bench_topk_path_says_when_the_plan_changed_the_threads():
     """A short row's cluster takes policy.short_cluster's threads, not the config's: the path label
     says so ("8cr@256"), so a table's "1024" never stands for blocks of 256."""
