@@ -3,6 +3,7 @@ offline compilation of the real kernel source for sm_90 (NVRTC or nvcc) and gfx9
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -411,21 +412,40 @@ def test_each_build_emits_only_what_it_launches(extra, emitted):
     assert set(re.findall(r"\.entry\s+(\w+)", ptx)) == emitted
 
 
-@pytest.mark.parametrize("extra", [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
-                                   {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
-                                   {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2}, {"TOPK_RESIDENT": 1},
-                                   {"TOPK_CLUSTER": 8, "TOPK_CLUSTER_REGS": 8},
-                                   {"TOPK_CLUSTER": 16, "TOPK_CLUSTER_REGS": 8, "TOPK_PROF": 1}])
-@pytest.mark.parametrize("bits", [8, 12])
-def test_compiles_under_nvrtc(bits, extra):
-    """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
-    builtins: compile the real source the same way, for sm_90, with every macro set we use."""
+NVRTC_BUILDS = [{}, {"TOPK_PROF": 1}, {"TOPK_KEEP_UNROLL": 4, "TOPK_SAMPLE_RUN": 1}, {"TOPK_SPLIT_ONLY": 1},
+                {"TOPK_CLUSTER": 2}, {"TOPK_CLUSTER": 8, "TOPK_PROF": 1},
+                {"TOPK_CLUSTER": 3, "TOPK_CLUSTER_TWO_LEVEL": 2}, {"TOPK_RESIDENT": 1},
+                {"TOPK_CLUSTER": 8, "TOPK_CLUSTER_REGS": 8},
+                {"TOPK_CLUSTER": 16, "TOPK_CLUSTER_REGS": 8, "TOPK_PROF": 1}]
+
+
+def _nvrtc_options(bits: int, extra: dict) -> list:
+    return rtc.build_options({**tk.defines(40960, 512, bits), **extra}) + ["--gpu-architecture=sm_90"]
+
+
+@pytest.fixture(scope="module")
+def nvrtc_builds():
+    """{(bits, index in NVRTC_BUILDS): (rc, log)} of every build below, compiled side by side (NVRTC
+    compiles separate programs concurrently; ctypes releases the GIL): 20 builds of 10-25 s each."""
+    from concurrent.futures import ThreadPoolExecutor
+
     lib = _nvrtc_lib()
     if lib is None:
         pytest.skip("NVRTC not installed (pip install -e '.[test]' brings it on Linux x86_64)")
-    opts = rtc.build_options({**tk.defines(40960, 512, bits), **extra}) + ["--gpu-architecture=sm_90"]
-    rc, log = _nvrtc_compile(lib, tk.read_source(), opts)
-    assert rc == 0, f"NVRTC failed ({' '.join(opts)}): {log[:2000]}"
+    src = tk.read_source()
+    keys = [(bits, i) for bits in (8, 12) for i in range(len(NVRTC_BUILDS))]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+        done = ex.map(lambda key: _nvrtc_compile(lib, src, _nvrtc_options(key[0], NVRTC_BUILDS[key[1]])), keys)
+        return dict(zip(keys, done))
+
+
+@pytest.mark.parametrize("extra", range(len(NVRTC_BUILDS)), ids=[f"extra{i}" for i in range(len(NVRTC_BUILDS))])
+@pytest.mark.parametrize("bits", [8, 12])
+def test_compiles_under_nvrtc(bits, extra, nvrtc_builds):
+    """The GPU builds go through NVRTC (torch's _compile_kernel), which lacks some of nvcc's
+    builtins: compile the real source the same way, for sm_90, with every macro set we use."""
+    rc, log = nvrtc_builds[(bits, extra)]
+    assert rc == 0, f"NVRTC failed ({' '.join(_nvrtc_options(bits, NVRTC_BUILDS[extra]))}): {log[:2000]}"
     assert "error" not in log.lower(), log[:2000]
 
 
