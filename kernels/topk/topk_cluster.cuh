@@ -327,14 +327,23 @@ __device__ static inline void topk_cluster_digit_find(TopkShared& sh, int* cth, 
 // registers (8-bit digits from the top; no read of the row, no kept list), each a cluster-wide
 // digit search, until the values at the threshold fit the stage. Those are pushed to block 0,
 // which finishes them as a list. Where they still do not fit after the last digit they are all
-// equal: each block emits its share of the `need` still wanted, in rank order. Block 0 flags the
-// row TOPK_FLAG_BIN_OVF. Every block calls it after topk_cluster_find, with its output slots for
-// bins > t already in sh.out_pos.
+// equal: each block emits its share of the `need` still wanted, in rank order. The first pass
+// also finds bin t's smallest and largest fine key over the cluster (each block's in sh.scan[0..1],
+// read over DSMEM after the digit search): when they are one key, its digits are all resolved
+// at once (all-equal rows take one pass, not four). Block 0 flags the row TOPK_FLAG_BIN_OVF.
+// Every block calls it after topk_cluster_find, with its output slots for bins > t already in
+// sh.out_pos.
 __device__ static inline void topk_cluster_regs_narrow(
     TopkShared& sh, int* cth, topk_u32* stage, const topk_f4 (&v)[TOPK_CLUSTER_REGS], int off, int n,
     int K, unsigned rank, int t, int above, int nt, int* o, const TopkTransform& tr, int* diag) {
   int need = K - above, cnt = nt, before = 0;
   topk_u32 prefix = 0u, mask = 0u;
+  topk_u32 lo = 0xFFFFFFFFu, hi = 0u;                   // this thread's bin-t fine keys (first pass)
+  topk_u32* const span = reinterpret_cast<topk_u32*>(sh.scan);   // this block's [lo, hi]
+  if (TOPK_TID == 0) {
+    span[0] = 0xFFFFFFFFu;
+    span[1] = 0u;
+  }
   topk_cluster_sync();                                   // every block has read the coarse tables
   for (int shift = 24; shift >= 0 && cnt > TOPK_CAP; shift -= 8) {   // cluster-uniform
     topk_clear_hist(sh, 256);
@@ -347,8 +356,18 @@ __device__ static inline void topk_cluster_regs_narrow(
       for (int j = 0; j < 4; ++j) {
         const topk_u32 bits = topk_canon(topk_bits(x[j]));
         const topk_u32 k = topk_fine_key(bits);
-        topk_hist_add<true>(sh.hist, (int)((k >> shift) & 255u),
-                            i + j < n && topk_bin(bits) == t && (k & mask) == prefix);
+        const bool in = i + j < n && topk_bin(bits) == t && (k & mask) == prefix;
+        topk_hist_add<true>(sh.hist, (int)((k >> shift) & 255u), in);
+        lo = in && k < lo ? k : lo;
+        hi = in && k > hi ? k : hi;
+      }
+    }
+    if (shift == 24) {
+      lo = __reduce_min_sync(TOPK_FULL, lo);
+      hi = __reduce_max_sync(TOPK_FULL, hi);
+      if (topk_lane() == 0u) {
+        atomicMin(&span[0], lo);
+        atomicMax(&span[1], hi);
       }
     }
     TOPK_SYNC();
@@ -357,6 +376,17 @@ __device__ static inline void topk_cluster_regs_narrow(
     need -= ab;
     prefix |= (topk_u32)dg << shift;
     mask |= 255u << shift;
+    if (shift == 24) {       // every block's span is written (digit_find's cluster barriers)
+      const int r = (int)topk_lane();
+      const topk_u32* far = topk_map_rank(span, (unsigned)(r < TOPK_CLUSTER ? r : 0));
+      lo = __reduce_min_sync(TOPK_FULL, far[0]);
+      hi = __reduce_max_sync(TOPK_FULL, far[1]);
+      if (lo == hi) {        // one key: every digit is resolved (cluster-uniform)
+        prefix = lo;
+        mask = 0xFFFFFFFFu;
+        break;
+      }
+    }
   }
   const bool ties = cnt > TOPK_CAP;                      // one key, every digit resolved
   if (TOPK_TID == 0) {
