@@ -28,7 +28,8 @@ CONFIGS = {"PIPE 0": (64, 128, 128, 32, 4, 2, 0), "PIPE 1": (64, 128, 128, 8, 4,
            "PIPE 2": (64, 128, 128, 8, 4, 4, 2), "PIPE 3": (64, 128, 128, 8, 4, 4, 3),
            "PIPE 4": (64, 128, 128, 8, 4, 3, 4), "PIPE 5": (64, 128, 128, 8, 4, 3, 5),
            "PIPE 6": (128, 128, 128, 8, 8, 4, 6), "PIPE 7": (128, 128, 128, 8, 8, 6, 7),
-           "PIPE 8": (16, 128, 128, 1, 4, 3, 8), "PIPE 9": (16, 128, 128, 1, 4, 3, 9)}
+           "PIPE 8": (16, 128, 128, 1, 4, 3, 8), "PIPE 9": (16, 128, 128, 1, 4, 3, 9),
+           "PIPE 10": (16, 64, 128, 1, 4, 4, 10)}
 
 
 def parse_points(text: str) -> list:
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="host cost per FP8 GEMM call")
     ap.add_argument("--shapes", default="7168,2048,8;7168,2048,1024", help="n,k,m;... (default: %(default)s)")
     ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--pipes", default=",".join(str(p) for p in range(10)), help="PIPE values (default: all)")
+    ap.add_argument("--pipes", default=",".join(str(p) for p in range(11)), help="PIPE values (default: all)")
     a = ap.parse_args(argv)
     from occtune.errors import UserError
 

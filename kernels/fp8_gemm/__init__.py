@@ -21,8 +21,8 @@ import os
 from occtune.errors import UserError
 
 from . import plan as plans
-from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPES_NVIDIA_ONLY, PIPES_WGMMA, TRITON_KEYS, config_problem,
-                     triton_row, wgmma_problem)
+from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPES_NVIDIA_ONLY, PIPES_SM90_ONLY, PIPES_WGMMA,
+                     TRITON_KEYS, config_problem, triton_row, wgmma_problem)
 
 __all__ = ["fp8_gemm", "default_config", "BASELINE_TRITON", "DECODE_TRITON"]
 
@@ -100,7 +100,10 @@ def _new_plan(a, a_s, b, b_s, config, out):
         raise UserError("fp8_gemm needs a GPU tensor (or TRITON_INTERPRET=1 on the CPU)")
     cfg = _config_of(config, M)
     if a.device.type == "cpu":
-        target = "sm_90"                # the interpreter runs every PIPE
+        target = "sm_90"                # the interpreter runs every Triton PIPE (not the Gluon ones)
+        if cfg["PIPE"] in PIPES_SM90_ONLY:
+            raise UserError(f"fp8_gemm: PIPE={cfg['PIPE']} is a Gluon kernel, which Triton's interpreter cannot "
+                            "run; on the CPU use PIPE 0, 8 or 9")
     else:                               # the tensor's own GPU: no driver probe on every call
         from occtune.model.targets import all_targets, device_target
 

@@ -168,10 +168,10 @@ def _cfg_text(c: dict) -> str:
 
 def pipe_text(c: dict) -> list[str]:
     """[] for pointer loads (PIPE 0), else ["tma"], ["tma+ws"], ["persistent"], ["wgmma"],
-    ["wgmma+persistent"], ["wgmma+persistent+ws"], ["wgmma+persistent+ws+halves"], ["splitk"] or
-    ["splitk+1pass"] (kernel.py's PIPE)."""
+    ["wgmma+persistent"], ["wgmma+persistent+ws"], ["wgmma+persistent+ws+halves"], ["splitk"],
+    ["splitk+1pass"] or ["splitk+wgmma"] (kernel.py's PIPE)."""
     names = {1: "tma", 2: "tma+ws", 3: "persistent", 4: "wgmma", 5: "wgmma+persistent", 6: "wgmma+persistent+ws",
-             7: "wgmma+persistent+ws+halves", 8: "splitk", 9: "splitk+1pass"}
+             7: "wgmma+persistent+ws+halves", 8: "splitk", 9: "splitk+1pass", 10: "splitk+wgmma"}
     return [names[c["PIPE"]]] if c.get("PIPE") else []
 
 

@@ -20,7 +20,7 @@ TRITON_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_sta
 AMD_KEYS = ("matrix_instr_nonkdim", "waves_per_eu", "kpack")
 ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256), "BLOCK_K": (32, 64, 128),
            "GROUP_M": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4, 5, 6),
-           "PIPE": (0, 1, 2, 3, 4, 5, 6, 7, 8, 9), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
+           "PIPE": (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), "matrix_instr_nonkdim": (0, 16, 32), "waves_per_eu": (0, 1, 2, 3, 4), "kpack": (1, 2)}
 # PIPE (kernel.py): 0 pointer loads (every target), 1 TMA descriptors, 2 TMA + warp specialisation,
 # 3 persistent + TMA + warp specialisation (1-3: NVIDIA sm_90+ only); 4-7 the Gluon wgmma kernel
 # (wgmma.py: the scaling one step behind the MMA), one program per tile, persistent, persistent
@@ -28,13 +28,17 @@ ALLOWED = {"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256),
 # (sm_90 only: wgmma is Hopper's instruction); 8 and 9 the decode kernel (splitk.py, every
 # target): split-K over the SMs for small M, weight rows as the MMA's M dimension (BLOCK_N <= 128,
 # a divisor of the scale block), the fp32 partials added in a fixed order by a second small kernel
-# (8) or by the last program of each tile (9); GROUP_M is unused there. A profile row or
-# --triton value list may leave it out (then 0).
-PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6, 7)
+# (8) or by the last program of each tile (9); GROUP_M is unused there; 10 the decode kernel
+# written in Gluon (splitk_wgmma.py, sm_90 only: TMA ring filled up front, wgmma with the scaling
+# one step behind, partials as PIPE 9). A profile row or --triton value list may leave it out
+# (then 0).
+PIPES_NVIDIA_ONLY = (1, 2, 3, 4, 5, 6, 7, 10)
 PIPES_DEVICE_TMA = (1, 2, 3)          # in-kernel TMA descriptors: Triton's global scratch
 PIPES_WGMMA = (4, 5, 6, 7)
-PIPES_SPLITK = (8, 9)
-PIPE_ONE_PASS = 9
+PIPES_SPLITK = (8, 9, 10)
+PIPES_ONE_PASS = (9, 10)              # split-K partials added by each tile's last program (tickets)
+PIPE_SPLITK_WGMMA = 10
+PIPES_SM90_ONLY = (*PIPES_WGMMA, PIPE_SPLITK_WGMMA)
 
 # vLLM's and sglang's untuned default for the block-scaled Triton GEMM (the config used when no
 # tuned file exists for a shape): 64 x 128 x 128 tiles, GROUP_SIZE_M 32, 4 warps, 2 stages.
@@ -108,21 +112,23 @@ def target_problem(target: str) -> str:
 def config_problem(config: dict, target: str) -> str:
     """Why a Triton ``config`` cannot run on ``target`` ('' when it can): a K step must lie inside
     one 128-column scale group; TMA loads (PIPE 1-7) exist on NVIDIA sm_90 and later only, the
-    Gluon wgmma kernel (PIPE 4-7) on sm_90 only, with the tile shapes it is written for."""
+    Gluon kernels (PIPE 4-7, 10) on sm_90 only, with the tile shapes it is written for."""
     if SCALE_GROUP % config["BLOCK_K"]:
         return f"BLOCK_K={config['BLOCK_K']} must divide the {SCALE_GROUP}-column scale group"
     if not pipe_runs_on(config, target):
         return f"PIPE={config['PIPE']} cannot run on {target}: {pipe_needs(config['PIPE'])}"
     if config["PIPE"] in PIPES_SPLITK and config["BLOCK_N"] > SCALE_GROUP:
         return f"PIPE={config['PIPE']} (split-K) needs BLOCK_N <= {SCALE_GROUP} (one weight scale per tile and K step)"
+    if config["PIPE"] == PIPE_SPLITK_WGMMA:
+        return splitk_wgmma_problem(config)
     return wgmma_problem(config) if config["PIPE"] in PIPES_WGMMA else ""
 
 
 def pipe_needs(pipe: int) -> str:
     """What the kernel of ``pipe`` (1-7) needs of the target: the reason ``config_problem`` gives
     for one config and ``Profile.left_out`` for a group of them."""
-    if pipe in PIPES_WGMMA:
-        return "the Gluon wgmma kernel runs on NVIDIA sm_90 only (wgmma is Hopper's)"
+    if pipe in PIPES_SM90_ONLY:
+        return "the Gluon wgmma kernels run on NVIDIA sm_90 only (wgmma is Hopper's)"
     return "TMA descriptor loads need NVIDIA sm_90 or later"
 
 
@@ -146,13 +152,28 @@ def wgmma_problem(config: dict, N: int | None = None) -> str:
     return ""
 
 
+def splitk_wgmma_problem(config: dict) -> str:
+    """Why the Gluon decode kernel (PIPE 10) cannot run ``config``: one warp group per 64 weight
+    rows (BLOCK_N 64 on 4 warps, 128 on 8), a 16-, 32- or 64-token tile (wgmma's N), BLOCK_K = 128
+    and a ring of at least 2 slots."""
+    bn, w = config["BLOCK_N"], config["num_warps"]
+    if config["BLOCK_K"] != SCALE_GROUP or bn not in (64, 128) or w != bn // 16:
+        return (f"PIPE=10 (Gluon split-K) runs 64 weight rows per warp group and BLOCK_K=128: BLOCK_N=64 on 4 "
+                f"warps or 128 on 8, not BLOCK_N={bn} on {w} warps with BLOCK_K={config['BLOCK_K']}")
+    if config["BLOCK_M"] not in (16, 32, 64):
+        return f"PIPE=10 (Gluon split-K) takes 16, 32 or 64 tokens a tile (BLOCK_M), not {config['BLOCK_M']}"
+    if config["num_stages"] < 2:
+        return "PIPE=10 (Gluon split-K) needs num_stages >= 2"
+    return ""
+
+
 def pipe_runs_on(config: dict, target: str) -> bool:
     """Whether the config's PIPE exists on ``target`` (TMA loads: NVIDIA sm_90 and later only;
-    wgmma: sm_90 only)."""
+    wgmma: sm_90 only, PIPE 4-7 and 10)."""
     from occtune.model.targets import hopper_or_later
 
     pipe = config.get("PIPE", 0)
-    if pipe in PIPES_WGMMA:
+    if pipe in PIPES_SM90_ONLY:
         return str(target).lower().rstrip("a") == "sm_90"
     return pipe not in PIPES_NVIDIA_ONLY or hopper_or_later(target)
 

@@ -37,6 +37,8 @@ How A and B reach the dot is the ``PIPE`` axis:
 - ``PIPE=8`` and ``9`` (every target): the decode kernel of ``splitk.py`` for small M, split-K
   over the SMs with the weight rows as the MMA's M dimension; the fp32 partials are added in a
   fixed order by a second kernel (8) or by each tile's last program (9).
+- ``PIPE=10`` (NVIDIA sm_90 only): the same decode kernel written in Gluon (``splitk_wgmma.py``):
+  a TMA ring requested up front and each step's scaling overlapping the next step's wgmma.
 
 Why the per-step scale limits Hopper: the scaled product is consumed in the same step, so Triton
 waits for each step's wgmma group before the next one is issued (``wgmma.wait_group 0`` per step);
@@ -51,7 +53,8 @@ import triton
 import triton.language as tl
 
 from . import splitk
-from .config import PIPE_ONE_PASS, PIPES_DEVICE_TMA, PIPES_SPLITK, PIPES_WGMMA, SCALE_GROUP as SCALE_BLOCK  # 1 x 128 for A, 128 x 128 for B
+from .config import (PIPE_SPLITK_WGMMA, PIPES_DEVICE_TMA, PIPES_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA,
+                     SCALE_GROUP as SCALE_BLOCK)  # 1 x 128 for A, 128 x 128 for B
 
 
 # M and the scale strides are not specialised (divisible by 16 / equal to 1): that would compile
@@ -190,6 +193,8 @@ def kernel_name(config: dict) -> str:
     pipe = config.get("PIPE", 0)
     if pipe in PIPES_WGMMA:
         return {6: "fp8_gemm_wgmma_ws_kernel", 7: "fp8_gemm_wgmma_halves_kernel"}.get(pipe, "fp8_gemm_wgmma_kernel")
+    if pipe == PIPE_SPLITK_WGMMA:
+        return "fp8_gemm_splitk_wgmma_kernel"
     if pipe in PIPES_SPLITK:
         return "fp8_gemm_splitk_kernel"
     return "fp8_gemm_persistent_kernel" if pipe == 3 else "fp8_gemm_kernel"
@@ -256,9 +261,14 @@ def launches(a, a_s, b, b_s, out, config: dict, ws=None, cnt=None) -> list:
                a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
     meta = {"BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "BLOCK_K": config["BLOCK_K"],
             "EVEN_K": K % config["BLOCK_K"] == 0, "SCALE": SCALE_BLOCK, **launch_options(config)}
+    if pipe == PIPE_SPLITK_WGMMA:
+        from . import splitk_wgmma
+
+        split = split_of(M, N, K, config, a.device)
+        return [splitk_wgmma.launch(a, a_s, b, b_s, out, config, split, ws, cnt, splitk.steps_of(K, config, split))]
     if pipe in PIPES_SPLITK:
         split = split_of(M, N, K, config, a.device)
-        one_pass = pipe == PIPE_ONE_PASS and split > 1
+        one_pass = pipe in PIPES_ONE_PASS and split > 1
         main = (splitk.fp8_gemm_splitk_kernel, splitk.grid(M, N, config, split),
                 (a, b, out, a_s, b_s, out if ws is None else ws, cnt if one_pass else out, M, N, K, *strides,
                  splitk.steps_of(K, config, split)), {**meta, "PARTIAL": split > 1, "ONE_PASS": one_pass})
@@ -288,7 +298,7 @@ def launch(a, a_s, b, b_s, out, config: dict) -> None:
     numel = splitk.workspace_numel(M, N, split)
     ws = torch.empty(numel, dtype=torch.float32, device=a.device) if numel else None
     cnt = torch.zeros(splitk.tiles(M, N, config), dtype=torch.int32, device=a.device) \
-        if numel and config["PIPE"] == PIPE_ONE_PASS else None
+        if numel and config["PIPE"] in PIPES_ONE_PASS else None
     for fn, g, args, kw in launches(a, a_s, b, b_s, out, config, ws, cnt):
         fn[g](*args, **kw)
 

@@ -2,7 +2,7 @@
 
 ``kernel[grid](...)`` costs tens of microseconds of host time per call: Triton binds and
 specialises the arguments, looks the kernel up, builds launch metadata, asks the allocator for
-global scratch and, for a kernel with host TMA descriptors (Gluon, PIPE 4-7), encodes every
+global scratch and, for a kernel with host TMA descriptors (Gluon, PIPE 4-7 and 10), encodes every
 descriptor again (``cuTensorMapEncodeTiled``). :class:`Launcher` does that work once, when a
 launch plan is made (plan.py), and then calls the compiled kernel's C launcher directly:
 

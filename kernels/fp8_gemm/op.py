@@ -19,7 +19,7 @@ differentiate.
 On a GPU machine with a C++ compiler the ops' CUDA kernels are C++ (``op_native.cpp``, built once
 for the torch in use): a repeated call of a known plan costs the dispatcher, the output's
 allocation and the launches, with no Python, for PIPE 0-3, 8 and 9; the first call of a plan,
-captured calls and PIPE 4-7 (host TMA descriptors) run ``fp8_gemm`` (Python).
+captured calls and PIPE 4-7 and 10 (host TMA descriptors) run ``fp8_gemm`` (Python).
 ``native_error()`` says why the C++ kernels are not in use where they are not
 (``OCCTUNE_NATIVE_OP=0`` turns them off).
 """

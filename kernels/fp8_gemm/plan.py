@@ -9,7 +9,7 @@ marked. A later call with the same key:
 - fills the slots with the tensors' addresses and launches through the C launcher, on the current
   stream (a call whose pointers are not 16-byte aligned, which the compiled kernel assumes, goes
   through Triton's own launcher instead, ``kernel.launch``, which specialises again);
-- re-encodes a host TMA descriptor (PIPE 4-7) only when its tensor's address changed;
+- re-encodes a host TMA descriptor (PIPE 4-7, 10) only when its tensor's address changed;
 - takes split-K partials and Triton's global scratch from workspace.py (no allocation per call,
   except the output when the caller passes no ``out=``).
 
@@ -20,7 +20,7 @@ a plan launches through the interpreter (Triton's JIT path), with the same keys 
 from __future__ import annotations
 
 from . import workspace
-from .config import PIPE_ONE_PASS, PIPES_DEVICE_TMA
+from .config import PIPES_DEVICE_TMA, PIPES_ONE_PASS
 
 PLANS: dict = {}           # plan_key -> Plan (fp8_gemm looks a call up here)
 _TORCH: list = []          # the torch module, once a plan was built (no import statement per call)
@@ -66,7 +66,7 @@ class Step:
     """One launch of a plan: the launcher (None: through Triton's JIT, under the interpreter), its
     grid, and its arguments as a head of tensor slots (the role filling each one: ROLES' index)
     followed by a constant tail. ``descs``: the head positions that hold host TMA descriptors
-    (PIPE 4-7), with the descriptor objects made at plan time (their block shape and layout)."""
+    (PIPE 4-7, 10), with the descriptor objects made at plan time (their block shape and layout)."""
 
     __slots__ = ("launcher", "fn", "grid", "roles", "head", "tail", "kwargs", "descs", "scratch")
 
@@ -169,7 +169,7 @@ def native_description(p: Plan) -> list[int]:
     3 a null pointer). The workspace bytes cover the split-K partials and Triton's global scratch
     (PIPE 1-3's in-kernel descriptors), which share one buffer as in ``Plan.__call__``. ``[]``
     where a launch is not one the C++ kernel can make (Python runs every call of the plan then):
-    host TMA descriptors (PIPE 4-7), a launcher other than Triton 3.6's direct one, clusters, or a
+    host TMA descriptors (PIPE 4-7, 10), a launcher other than Triton 3.6's direct one, clusters, or a
     parameter list that does not match the kernel's PTX."""
     if not p.fast or not p.steps:
         return []
@@ -253,7 +253,7 @@ def build(a, a_s, b, b_s, out, config: dict, compile_kernel=None) -> Plan:
         _use_scratch()          # Triton's own launcher (not the direct one) allocates PIPE 1-3's scratch
     split = split_of(M, N, K, config, a.device)
     ws_numel = splitk.workspace_numel(M, N, split)
-    cnt_numel = splitk.tiles(M, N, config) if ws_numel and config["PIPE"] == PIPE_ONE_PASS else 0
+    cnt_numel = splitk.tiles(M, N, config) if ws_numel and config["PIPE"] in PIPES_ONE_PASS else 0
     ws = torch.empty(ws_numel, dtype=torch.float32, device=a.device) if ws_numel else None
     cnt = torch.zeros(cnt_numel, dtype=torch.int32, device=a.device) if cnt_numel else None
     roles = {id(t): r for r, t in enumerate((a, a_s, b, b_s, out, ws, cnt)) if t is not None}

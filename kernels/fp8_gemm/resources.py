@@ -12,7 +12,7 @@ from pathlib import Path
 
 from occtune.engine.family import Resources
 
-from .config import PIPE_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
+from .config import PIPE_SPLITK_WGMMA, PIPES_ONE_PASS, PIPES_SPLITK, PIPES_WGMMA, amd_keys, fp8_dtype_name
 
 H200_SMS = 132     # the SM count PIPE 8's split is cross-compiled for (the split only changes the epilogue)
 
@@ -43,7 +43,7 @@ def signature(target: str, M: int, N: int, K: int, config: dict):
         split = splitk.split_of(M, N, K, config, H200_SMS)
         ints["steps"] = splitk.steps_of(K, config, split)
         return launcher_signature({**pointers, "ws_ptr": "*fp32", "cnt_ptr": "*i32"}, ints,
-                                  {**constexprs, "PARTIAL": split > 1, "ONE_PASS": config["PIPE"] == PIPE_ONE_PASS},
+                                  {**constexprs, "PARTIAL": split > 1, "ONE_PASS": config["PIPE"] in PIPES_ONE_PASS},
                                   splitk.NOT_SPECIALISED)
     constexprs.update(GROUP_M=config["GROUP_M"], PIPE=config.get("PIPE", 0))
     return launcher_signature(pointers, ints, constexprs, NOT_SPECIALISED)
@@ -65,6 +65,12 @@ def compiled_resources(config: dict, target: str, workload: dict) -> Resources:
         sig, cx, attrs = wgmma.signature(config, M, N, K)
         fn = getattr(compilable_module(wgmma, name), name)
         warps = wgmma.launch_warps(config)
+    elif config.get("PIPE", 0) == PIPE_SPLITK_WGMMA:     # the Gluon decode kernel (sm_90 only)
+        from . import splitk_wgmma
+
+        sig, cx, attrs = splitk_wgmma.signature(config, splitk.split_of(M, N, K, config, H200_SMS))
+        fn = getattr(compilable_module(splitk_wgmma, name), name)
+        warps = config["num_warps"]
     else:
         sig, cx, attrs = signature(target, M, N, K, config)
         fn = getattr(compilable_module(splitk if config.get("PIPE", 0) in PIPES_SPLITK else kernel, name), name)

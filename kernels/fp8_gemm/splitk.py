@@ -121,15 +121,32 @@ def fp8_gemm_splitk_reduce(ws_ptr, c_ptr, M, N, split, stride_cm, stride_cn, BLO
     tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# PIPE 10 (splitk_wgmma.py): about 4 programs per SM of at least 6 steps, the split one of those
+# measured (benchmarks/records/fp8_decode/call4: with its three default configs per M bucket this
+# rule took 1.5% more time than the best of 8 splits x 18 configs at each of 56 points; worst 1.08x)
+WAVES_WGMMA, MIN_STEPS_WGMMA, SPLITS_WGMMA = 4, 6, (1, 2, 3, 4, 6, 8, 12, 16)
+
+
 def split_of(M: int, N: int, K: int, config: dict, sms: int) -> int:
     """K splits per output tile: about ``WAVES`` programs per SM, each at least ``MIN_STEPS`` K
     steps (1 when the tiles alone fill the SMs). A function of the shape, the config and the SM
     count only, so a plan's result is the same on every call. The constants: on the H200 (132
     SMs, benchmarks/records/fp8_decode/call1), over 14 shapes x M 1-64 and 36 configs, this rule
-    took 1.6% more time (geometric mean) than the best of splits 1-32 timed at each point."""
+    took 1.6% more time (geometric mean) than the best of splits 1-32 timed at each point.
+    PIPE 10: ``WAVES_WGMMA`` and ``MIN_STEPS_WGMMA``, rounded down to one of ``SPLITS_WGMMA``."""
     nk = triton.cdiv(K, config["BLOCK_K"])
+    if config.get("PIPE") == 10:
+        want = max(1, min(WAVES_WGMMA * sms // tiles(M, N, config), nk // MIN_STEPS_WGMMA))
+        for split in sorted(SPLITS_WGMMA, reverse=True):
+            if split <= want and _even(nk, split) == split:
+                return split
     split = max(1, min(WAVES * sms // tiles(M, N, config), nk // MIN_STEPS))
-    return triton.cdiv(nk, triton.cdiv(nk, split))     # no empty split: every program has a step
+    return _even(nk, split)
+
+
+def _even(nk: int, split: int) -> int:
+    """The split of ``nk`` steps into ``split`` parts of equal steps with no empty one."""
+    return triton.cdiv(nk, triton.cdiv(nk, split))
 
 
 def steps_of(K: int, config: dict, split: int) -> int:

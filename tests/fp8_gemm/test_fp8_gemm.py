@@ -226,12 +226,13 @@ def test_profile_says_which_configs_a_target_cannot_run():
     prof = Fp8GemmFamily(SMALL, target="sm_90").profile
     assert prof.left_out("sm_90") == []
     amd = prof.left_out("gfx950")
-    assert [g["pipes"] for g in amd] == [[1, 2, 3], [4, 5, 6, 7]] and "sm_90 or later" in amd[0]["reason"]
+    assert [g["pipes"] for g in amd] == [[1, 2, 3], [4, 5, 6, 7, 10]] and "sm_90 or later" in amd[0]["reason"]
     n_all = len({tuple(sorted(c.items())) for _, cs in prof.buckets for c in cs})
     assert sum(g["configs"] for g in amd) + len(prof.triton_configs("gfx950")) == n_all    # AMD options not crossed
     blackwell = prof.left_out("sm_100")
-    assert [g["pipes"] for g in blackwell] == [[4, 5, 6, 7]] and "sm_90 only" in blackwell[0]["reason"]
-    assert prof.left_out("gfx950", [0]) == []                          # the M = 1 bucket: pointer loads only
+    assert [g["pipes"] for g in blackwell] == [[4, 5, 6, 7, 10]] and "sm_90 only" in blackwell[0]["reason"]
+    m16 = prof.left_out("gfx950", [0])                                 # the M <= 16 bucket: the Gluon decode kernel
+    assert [(g["pipes"], g["configs"]) for g in m16] == [([10], 3)]
 
 
 def test_cli_analytic_gfx950_json():

@@ -132,11 +132,12 @@ def test_sweep_and_allowlist_on_the_gpu(fam):
 
 # --- the serving path: launch plans, the torch op, CUDA graphs, torch.compile (issue 32) ------------
 
-# one config per PIPE (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages PIPE), sm_90 for 1-7
+# one config per PIPE (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages PIPE), sm_90 for 1-7 and 10
 PIPE_CONFIGS = [(64, 128, 128, 32, 4, 2, 0), (64, 128, 128, 8, 4, 4, 1), (64, 128, 128, 8, 4, 4, 2),
                 (64, 128, 128, 8, 4, 4, 3), (64, 128, 128, 8, 4, 3, 4), (64, 128, 128, 8, 4, 3, 5),
                 (128, 128, 128, 8, 8, 4, 6), (128, 128, 128, 8, 8, 6, 7), (16, 64, 128, 1, 4, 4, 8),
-                (64, 128, 128, 1, 4, 3, 8), (16, 128, 128, 1, 4, 3, 9), (64, 64, 128, 1, 4, 3, 9)]
+                (64, 128, 128, 1, 4, 3, 8), (16, 128, 128, 1, 4, 3, 9), (64, 64, 128, 1, 4, 3, 9),
+                (16, 64, 128, 1, 4, 4, 10), (64, 128, 128, 1, 8, 3, 10)]
 
 
 def _pipe_configs(fam):
@@ -209,6 +210,23 @@ def test_one_pass_split_k_gives_the_two_pass_bits_every_time(fam):
                     assert torch.equal(one, two), (n, k, M, bm, bn)
 
 
+def test_gluon_split_k_is_exact_and_gives_the_same_bits_every_call(fam):
+    """PIPE 10 on odd shapes (N, K not multiples of 128, M = 1, 3, 37, 64), many splits per tile and
+    none: right, and bit-identical call after call (its tickets and partials as PIPE 9's)."""
+    from occtune.kernels.fp8_gemm import fp8_gemm
+
+    if not any(c[-1] == 10 for c in _pipe_configs(fam)):
+        pytest.skip(f"PIPE 10 is sm_90 only, not {fam.target}")
+    for n, k, M in ((200, 400, 3), (2112, 1936, 37), (512, 7168, 1), (7168, 2048, 64), (1024, 8192, 8)):
+        for seed in range(2):
+            inp = fam.make_inputs({"M": M, "N": n, "K": k}, 60 + seed, "cuda")
+            for cfg in ((16, 64, 128, 1, 4, 4, 10), (32, 64, 128, 1, 4, 3, 10), (64, 128, 128, 1, 8, 6, 10)):
+                first = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)
+                assert verify(first, inp).ok, (n, k, M, cfg)
+                for _ in range(3):
+                    assert torch.equal(first, fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)), (n, k, M, cfg)
+
+
 def test_plans_follow_moved_tensors_and_split_k_is_deterministic(fam):
     """A plan's key holds shapes and strides, not addresses: new tensors of the same key (the TMA
     descriptors of PIPE 4-7 re-encoded, the direct launch's pointers refilled) give their own
@@ -250,9 +268,9 @@ def test_the_op_kernels_are_the_cpp_ones():
 @pytest.mark.parametrize("M", [1, 37])
 def test_op_repeated_calls_launch_from_cpp_exactly(fam, M):
     """Per PIPE: the first call of a key plans in Python, later ones (fresh tensors each time) launch
-    from C++, except PIPE 4-7 (host TMA descriptors), which run in Python."""
+    from C++, except PIPE 4-7 and 10 (host TMA descriptors), which run in Python."""
     from occtune.kernels.fp8_gemm import op, plan
-    from occtune.kernels.fp8_gemm.config import PIPES_WGMMA
+    from occtune.kernels.fp8_gemm.config import PIPES_SM90_ONLY
 
     if op.native_error() is not None:
         pytest.skip(op.native_error())
@@ -260,7 +278,7 @@ def test_op_repeated_calls_launch_from_cpp_exactly(fam, M):
     assert _native_stats()["plans"] == 0
     w = {"M": M, "N": 2112, "K": 7168}
     for cfg in [None, *_pipe_configs(fam)]:
-        cpp = cfg is None or cfg[-1] not in PIPES_WGMMA
+        cpp = cfg is None or cfg[-1] not in PIPES_SM90_ONLY
         for call in range(3):
             inp = fam.make_inputs(w, 40 + call, "cuda")
             before = _native_stats()

@@ -385,3 +385,91 @@ def test_merge_script_writes_both_exports_and_refuses_bad_input(tmp_path, capsys
         assert merge.main([*args, "--out-dir", str(tmp_path / "never")]) == 2
         assert capsys.readouterr().err.startswith("error: ")
     assert not (tmp_path / "never").exists()
+
+
+# --- PIPE 10: the decode kernel in Gluon (splitk_wgmma.py, sm_90 only) ------------------------------
+
+GL = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 4, "PIPE": 10}
+
+
+def test_gluon_split_rule_picks_a_measured_split_without_an_empty_one():
+    """About 4 programs per SM of at least 6 steps, rounded down to a split that was measured."""
+    assert (splitk.WAVES_WGMMA, splitk.MIN_STEPS_WGMMA) == (4, 6)
+    # (7168, 2048): 112 tiles -> 4 per tile wanted, 16 steps allow 2; (512, 7168): 8 tiles -> 66, 56
+    # steps allow 9 -> 8 (7 steps each); (32768, 8192) at M = 64: 1024 tiles fill the SMs alone
+    assert splitk.split_of(1, 7168, 2048, GL, 132) == 2
+    assert splitk.split_of(1, 512, 7168, GL, 132) == 8 and splitk.steps_of(7168, GL, 8) == 7
+    assert splitk.split_of(64, 32768, 8192, {**GL, "BLOCK_M": 32}, 132) == 1
+    assert splitk.split_of(1, 7168, 256, GL, 132) == 1
+    for M, N, K in ((1, 2112, 7168), (64, 512, 7168), (32, 7168, 2304), (1, 200, 400), (8, 1024, 8192)):
+        s = splitk.split_of(M, N, K, GL, 132)
+        steps, nk = splitk.steps_of(K, GL, s), -(-K // 128)
+        assert s in splitk.SPLITS_WGMMA and (s - 1) * steps < nk <= s * steps, (M, N, K, s, steps)
+
+
+def test_gluon_split_k_runs_on_sm90_only_with_its_tile_shapes():
+    assert config_problem(GL, "sm_90") == "" and config_problem({**GL, "BLOCK_N": 128, "num_warps": 8}, "sm_90a") == ""
+    assert not any(pipe_runs_on(GL, t) for t in ("sm_80", "sm_100", "gfx942", "gfx950"))
+    assert "sm_90 only" in config_problem(GL, "sm_100")
+    for bad, frag in (({"BLOCK_N": 128}, "BLOCK_N=64 on 4 warps or 128 on 8"), ({"BLOCK_N": 32, "num_warps": 2},
+                      "64 weight rows"), ({"BLOCK_K": 64}, "BLOCK_K=128"), ({"num_stages": 1}, "num_stages >= 2")):
+        assert frag in config_problem({**GL, **bad}, "sm_90"), bad
+    inp = make_gemm_inputs(3, 200, 384, 1, "cpu")
+    with pytest.raises(UserError, match="PIPE=10 is a Gluon kernel, which Triton's interpreter cannot run"):
+        fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, GL)
+
+
+def test_gluon_split_k_cross_compiles_with_its_ring_requested_and_the_scaling_overlapped():
+    """sm_90 SASS of both builds: the weights and tokens arrive by TMA (UTMALDG), the fp8 wgmma
+    (QGMMA) of one step is still in flight while the previous step is scaled (DEPBAR at 1), no
+    spills; the split build takes one acquire-release ticket per program after a CTA barrier."""
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from occtune.build.tritonxc import compilable_module, cuobjdump, gpu_target
+    from occtune.kernels.fp8_gemm import splitk_wgmma
+    from occtune.kernels.fp8_gemm.resources import compiled_resources
+
+    for cfg, w in ((GL, {"M": 1, "N": 2112, "K": 7168}), ({**GL, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8,
+                                                          "num_stages": 3}, {"M": 64, "N": 32768, "K": 8192})):
+        r = compiled_resources({"backend": "triton", **cfg}, "sm_90", w)
+        assert r.threads == 32 * cfg["num_warps"] and 0 < r.regs <= 255 and not r.scratch_bytes
+        assert r.dynamic_lds >= cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * 128
+    if not cuobjdump():
+        pytest.skip("no cuobjdump to read the SASS")
+    name = "fp8_gemm_splitk_wgmma_kernel"
+    fn = getattr(compilable_module(splitk_wgmma, name), name)
+    for split in (1, 8):
+        k = triton.compile(GluonASTSource(fn, *splitk_wgmma.signature(GL, split)), target=gpu_target("sm_90"),
+                           options={"num_warps": 4})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        waits = [ln.split("gsb0,")[1].split(";")[0].strip() for ln in sass.splitlines() if "WARPGROUP.DEPBAR" in ln]
+        assert waits.count("0x1") >= 2 and "QGMMA" in sass and "UTMALDG" in sass, (split, waits)
+        assert "STL" not in sass and "LDL" not in sass, split              # no local-memory spills
+        tickets = re.findall(r"atom\.global\.gpu\.acq_rel\.add", k.asm["ptx"])
+        assert len(tickets) == (1 if split > 1 else 0), split
+
+
+def test_plan_of_the_gluon_split_k_fills_its_descriptors_partials_and_tickets(monkeypatch):
+    _force_split(monkeypatch, 2)
+    log = []
+    inp = make_gemm_inputs(8, 256, 512, 18, "cpu")
+    p = _stub_plan(monkeypatch, inp, GL, log)
+    p(inp.a, inp.a_s, inp.b, inp.b_s, inp.out)
+    assert [e[:3] for e in log if e[0] == "encode"] == [("encode", 0, inp.b.data_ptr()), ("encode", 1, inp.a.data_ptr())]
+    (_, grid, args), = [e for e in log if e[0] == "launch"]              # one launch: the last program reduces
+    assert grid == (1, 4, 2) and args[:2] == (f"desc0@{inp.b.data_ptr()}", f"desc1@{inp.a.data_ptr()}")
+    assert args[2:5] == (inp.out.data_ptr(), inp.a_s.data_ptr(), inp.b_s.data_ptr())
+    assert args[5] not in (0, inp.out.data_ptr()) and args[6] not in (0, args[5], inp.out.data_ptr())
+    assert args[7:10] == (8, 256, 512) and args[16] == splitk.steps_of(512, GL, 2) == 2     # steps a program
+    log.clear()
+    moved = inp.a.clone()
+    p(moved, inp.a_s, inp.b, inp.b_s, inp.out)                            # only the tokens' descriptor again
+    assert [e[:3] for e in log if e[0] == "encode"] == [("encode", 1, moved.data_ptr())]
