@@ -11,8 +11,9 @@ changes is how one program walks its K range:
   range in flight at once (PIPE 8/9's cp.async pipeline keeps num_stages - 1 steps ahead).
 - **Scaling one step behind the MMA** (as ``wgmma.py``, PIPE 4-7): issue wgmma(k), wait until only
   it is in flight, then add product(k-1) x its scales, so the tensor cores never wait for the
-  scaling. Triton's own pipeline waits for each step's wgmma (``wgmma.wait_group 0``), which at
-  M = 32-64 costs PIPE 8/9 a quarter of their time over M = 1 (``docs/fp8_gemm.md``).
+  scaling; a step's scales are loaded ``AHEAD`` steps before they are used. Triton's own pipeline
+  waits for each step's wgmma (``wgmma.wait_group 0``); PIPE 8/9 take up to a quarter more time
+  at M = 64 than at M = 1 (``docs/fp8_gemm.md``).
 - Swap AB: the weight rows are wgmma's M (64 rows per warp group: BLOCK_N 64 on 4 warps, 128 on
   8), the tokens its N (BLOCK_M 16, 32 or 64); a step's scale is the weight block's scalar times
   the tokens' row scales, one per column of the ``[BLOCK_N, BLOCK_M]`` product. Tokens past M and
@@ -30,6 +31,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup
 from .wgmma import _barrier, _descriptor, _tma_load
 
 BLOCK_K = 128
+# steps ahead a step's scales are loaded (benchmarks/records/fp8_decode/call7, H200: 2 was 1.015x
+# faster than 1 over the 56 decode points, geometric mean of the best config each; 0.95-1.06x)
+AHEAD = 2
 
 
 @gluon.jit
@@ -69,9 +73,10 @@ def _scales(as_ptrs, bs_ptr, i, n, k0, stride_ask, stride_bsk):
 
 @gluon.jit
 def _k_range(w_desc, x_desc, w_bufs, x_bufs, ready, as_ptrs, bs_ptr, k0, n, off_n, off_m, stride_ask, stride_bsk,
-             layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr):
+             layout: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr, AHEAD: gl.constexpr):
     """The fp32 [BLOCK_N, BLOCK_M] product of K steps k0 .. k0 + n - 1, each step scaled while the
-    next one's wgmma runs (unrolled by two, as wgmma.py's ``_tile_acc``, for the same reason)."""
+    next one's wgmma runs (unrolled by two, as wgmma.py's ``_tile_acc``, for the same reason); a
+    step's scales are loaded AHEAD (1 or 2) steps before they are used."""
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
     for s in gl.static_range(STAGES):
@@ -79,23 +84,34 @@ def _k_range(w_desc, x_desc, w_bufs, x_bufs, ready, as_ptrs, bs_ptr, k0, n, off_
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout)
     d0 = _mma(w_bufs, x_bufs, ready, 0, acc, STAGES)
     s0 = _scales(as_ptrs, bs_ptr, 0, n, k0, stride_ask, stride_bsk)
+    if AHEAD == 2:
+        s1 = _scales(as_ptrs, bs_ptr, 1, n, k0, stride_ask, stride_bsk)
     for j in range(0, (n - 1) // 2):
         i = 1 + 2 * j
         d1 = _mma(w_bufs, x_bufs, ready, i, acc, STAGES)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         _refill(w_desc, x_desc, w_bufs, x_bufs, ready, i - 1, n, k0, off_n, off_m, STAGES, NUM_WARPS)
         acc = acc + r0 * s0[None, :]
-        s1 = _scales(as_ptrs, bs_ptr, i, n, k0, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s0 = _scales(as_ptrs, bs_ptr, i + 1, n, k0, stride_ask, stride_bsk)
+        else:
+            s1 = _scales(as_ptrs, bs_ptr, i, n, k0, stride_ask, stride_bsk)
         d0 = _mma(w_bufs, x_bufs, ready, i + 1, acc, STAGES)
         r1 = warpgroup_mma_wait(1, deps=(d1,))
         _refill(w_desc, x_desc, w_bufs, x_bufs, ready, i, n, k0, off_n, off_m, STAGES, NUM_WARPS)
         acc = acc + r1 * s1[None, :]
-        s0 = _scales(as_ptrs, bs_ptr, i + 1, n, k0, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s1 = _scales(as_ptrs, bs_ptr, i + 2, n, k0, stride_ask, stride_bsk)
+        else:
+            s0 = _scales(as_ptrs, bs_ptr, i + 1, n, k0, stride_ask, stride_bsk)
     if n % 2 == 0:
         d1 = _mma(w_bufs, x_bufs, ready, n - 1, acc, STAGES)
         r0 = warpgroup_mma_wait(1, deps=(d0,))
         acc = acc + r0 * s0[None, :]
-        s0 = _scales(as_ptrs, bs_ptr, n - 1, n, k0, stride_ask, stride_bsk)
+        if AHEAD == 2:
+            s0 = s1
+        else:
+            s0 = _scales(as_ptrs, bs_ptr, n - 1, n, k0, stride_ask, stride_bsk)
         last = warpgroup_mma_wait(0, deps=(d1,))
     else:
         last = warpgroup_mma_wait(0, deps=(d0,))
@@ -135,7 +151,8 @@ def _finish(part, c_ptr, ws_ptr, cnt_ptr, pid_m, pid_n, s, M, N, stride_cm, stri
 @gluon.jit(do_not_specialize=("M", "steps", "stride_ask"))
 def fp8_gemm_splitk_wgmma_kernel(w_desc, x_desc, c_ptr, as_ptr, bs_ptr, ws_ptr, cnt_ptr, M, N, K, stride_cm,
                                  stride_cn, stride_asm, stride_ask, stride_bsn, stride_bsk, steps,
-                                 STAGES: gl.constexpr, PARTIAL: gl.constexpr, num_warps: gl.constexpr):
+                                 STAGES: gl.constexpr, PARTIAL: gl.constexpr, AHEAD: gl.constexpr,
+                                 num_warps: gl.constexpr):
     """Program (m tile, n tile, split s): K steps s*steps .. of one output tile (see the module)."""
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
@@ -158,7 +175,7 @@ def fp8_gemm_splitk_wgmma_kernel(w_desc, x_desc, c_ptr, as_ptr, bs_ptr, ws_ptr, 
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
     part = _k_range(w_desc, x_desc, w_bufs, x_bufs, ready, as_ptrs, bs_ptr, k0, n, off_n, off_m, stride_ask,
-                    stride_bsk, layout, STAGES, num_warps)
+                    stride_bsk, layout, STAGES, num_warps, AHEAD)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
     _finish(part, c_ptr, ws_ptr, cnt_ptr, pid_m, pid_n, s, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, PARTIAL,
@@ -183,9 +200,9 @@ def signature(config: dict, split: int) -> tuple[dict, dict, dict]:
                 "cnt_ptr": "*i32" if split > 1 else "*bf16", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32",
                 "stride_cn": "constexpr", "stride_asm": "constexpr", "stride_ask": "i32", "stride_bsn": "i32",
                 "stride_bsk": "constexpr", "steps": "i32", "STAGES": "constexpr", "PARTIAL": "constexpr",
-                "num_warps": "constexpr"})
+                "AHEAD": "constexpr", "num_warps": "constexpr"})
     cx = {"stride_cn": 1, "stride_asm": 1, "stride_bsk": 1, "STAGES": config["num_stages"], "PARTIAL": split > 1,
-          "num_warps": config["num_warps"]}
+          "AHEAD": AHEAD, "num_warps": config["num_warps"]}
     return sig, cx, {}
 
 
@@ -199,4 +216,4 @@ def launch(a, a_s, b, b_s, out, config: dict, split: int, ws, cnt, steps: int):
     args = (w_desc, x_desc, out, a_s, b_s, out if ws is None else ws, out if cnt is None else cnt, M, N, K,
             out.stride(0), out.stride(1), a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1), steps)
     return fp8_gemm_splitk_wgmma_kernel, grid, args, {"STAGES": config["num_stages"], "PARTIAL": split > 1,
-                                                      "num_warps": config["num_warps"]}
+                                                      "AHEAD": AHEAD, "num_warps": config["num_warps"]}
