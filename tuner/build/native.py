@@ -19,6 +19,7 @@ import importlib.util
 import os
 import shlex
 import subprocess
+import sys
 import sysconfig
 import threading
 from pathlib import Path
@@ -147,6 +148,8 @@ def torch_library(source: Path) -> tuple[Path | None, str | None]:
     path = cache_dir() / "native" / key / f"{source.stem}.so"
     if path.exists():
         return path, None
+    print(f"occtune: building {source.name} for torch {torch.__version__} (once; cached in {path.parent})",
+          file=sys.stderr, flush=True)
     err = compile_shared(cmd, path)
     return (None, err) if err else (path, None)
 
