@@ -261,13 +261,12 @@ def launches(a, a_s, b, b_s, out, config: dict, ws=None, cnt=None) -> list:
                a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1))
     meta = {"BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "BLOCK_K": config["BLOCK_K"],
             "EVEN_K": K % config["BLOCK_K"] == 0, "SCALE": SCALE_BLOCK, **launch_options(config)}
-    if pipe == PIPE_SPLITK_WGMMA:
-        from . import splitk_wgmma
-
-        split = split_of(M, N, K, config, a.device)
-        return [splitk_wgmma.launch(a, a_s, b, b_s, out, config, split, ws, cnt, splitk.steps_of(K, config, split))]
     if pipe in PIPES_SPLITK:
         split = split_of(M, N, K, config, a.device)
+        if pipe == PIPE_SPLITK_WGMMA:
+            from . import splitk_wgmma
+
+            return [splitk_wgmma.launch(a, a_s, b, b_s, out, config, split, ws, cnt, splitk.steps_of(K, config, split))]
         one_pass = pipe in PIPES_ONE_PASS and split > 1
         main = (splitk.fp8_gemm_splitk_kernel, splitk.grid(M, N, config, split),
                 (a, b, out, a_s, b_s, out if ws is None else ws, cnt if one_pass else out, M, N, K, *strides,

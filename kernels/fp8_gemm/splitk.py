@@ -27,6 +27,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .config import PIPE_SPLITK_WGMMA
+
 WAVES = 2                 # programs per SM the split aims for (the H200 sweep's best rule: see split_of)
 MIN_STEPS = 4             # K steps (of BLOCK_K) each program walks at least
 REDUCE_BLOCK = 1024       # outputs per program of the reduction
@@ -135,13 +137,12 @@ def split_of(M: int, N: int, K: int, config: dict, sms: int) -> int:
     took 1.6% more time (geometric mean) than the best of splits 1-32 timed at each point.
     PIPE 10: ``WAVES_WGMMA`` and ``MIN_STEPS_WGMMA``, rounded down to one of ``SPLITS_WGMMA``."""
     nk = triton.cdiv(K, config["BLOCK_K"])
-    if config.get("PIPE") == 10:
-        want = max(1, min(WAVES_WGMMA * sms // tiles(M, N, config), nk // MIN_STEPS_WGMMA))
-        for split in sorted(SPLITS_WGMMA, reverse=True):
-            if split <= want and _even(nk, split) == split:
-                return split
-    split = max(1, min(WAVES * sms // tiles(M, N, config), nk // MIN_STEPS))
-    return _even(nk, split)
+    gluon = config.get("PIPE") == PIPE_SPLITK_WGMMA
+    waves, min_steps = (WAVES_WGMMA, MIN_STEPS_WGMMA) if gluon else (WAVES, MIN_STEPS)
+    want = max(1, min(waves * sms // tiles(M, N, config), nk // min_steps))
+    if not gluon:
+        return _even(nk, want)
+    return max(s for s in SPLITS_WGMMA if s <= want and _even(nk, s) == s)     # 1 always qualifies
 
 
 def _even(nk: int, split: int) -> int:

@@ -23,11 +23,11 @@ changes is how one program walks its K range:
 
 from __future__ import annotations
 
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
+from . import splitk
 from .wgmma import _barrier, _descriptor, _tma_load
 
 BLOCK_K = 128
@@ -212,7 +212,7 @@ def launch(a, a_s, b, b_s, out, config: dict, split: int, ws, cnt, steps: int):
     N = b.shape[0]
     lay = layouts(config)
     w_desc, x_desc = _descriptor(b, *lay["b"]), _descriptor(a, *lay["a"])
-    grid = (triton.cdiv(M, config["BLOCK_M"]), triton.cdiv(N, config["BLOCK_N"]), split)
+    grid = splitk.grid(M, N, config, split)
     args = (w_desc, x_desc, out, a_s, b_s, out if ws is None else ws, out if cnt is None else cnt, M, N, K,
             out.stride(0), out.stride(1), a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1), steps)
     return fp8_gemm_splitk_wgmma_kernel, grid, args, {"STAGES": config["num_stages"], "PARTIAL": split > 1,
