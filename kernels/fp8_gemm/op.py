@@ -18,8 +18,9 @@ differentiate.
 
 On a GPU machine with a C++ compiler the ops' CUDA kernels are C++ (``op_native.cpp``, built once
 for the torch in use): a repeated call of a known plan costs the dispatcher, the output's
-allocation and the launches, with no Python, for PIPE 0-3, 8 and 9; the first call of a plan,
-captured calls and PIPE 4-7 and 10 (host TMA descriptors) run ``fp8_gemm`` (Python).
+allocation and the launches, with no Python, at every PIPE (PIPE 4-7 and 10's host TMA
+descriptors are encoded in C++, through the driver's cuTensorMapEncodeTiled, again only when a
+tensor moved); the first call of a plan and captured calls run ``fp8_gemm`` (Python).
 ``native_error()`` says why the C++ kernels are not in use where they are not
 (``OCCTUNE_NATIVE_OP=0`` turns them off).
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from occtune.build import native
+from occtune.build import native, rtc
 from occtune.kernels.fp8_gemm import fp8_gemm, plan as plans
 
 SCHEMA = "fp8_gemm(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config=None) -> Tensor"
@@ -59,6 +60,9 @@ def _load_native() -> str | None:
     """Load ``op_native.cpp`` (built once) as the ops' CUDA kernels; None when in use, else why not."""
     why = native.load_op_library(NATIVE_SOURCE, "_fp8_gemm_native_init")
     if why is None:
+        encode = rtc.driver_function_address("cuTensorMapEncodeTiled")
+        if encode is not None and not getattr(torch.version, "hip", None):
+            torch.ops.occtune._fp8_gemm_native_tma(encode)      # else PIPE 4-7 and 10 plans run in Python
         _LIB.impl("_fp8_gemm_py", fp8_gemm_op, "CUDA")
         _LIB.impl("_fp8_gemm_out_py", fp8_gemm_out_op, "CUDA")
         _LIB.impl("_fp8_gemm_describe", describe_op, "CUDA")

@@ -7,8 +7,9 @@
  * (plan.native_description) and keeps it; later calls launch it with their own pointers
  * (tuner/build/plan_launch.h). Python still runs a call being captured into a CUDA graph, one on
  * a device other than the current one, one whose pointers are not 16-byte aligned (the kernels
- * assume it), and every call of a plan the C++ side cannot launch (PIPE 4-7's host TMA
- * descriptors: its description is empty).
+ * assume it), and every call of a plan the C++ side cannot launch (its description is empty).
+ * PIPE 4-7 and 10 take host TMA descriptors: they are encoded here (plan_launch.h TensorMap) once
+ * op.py has handed over cuTensorMapEncodeTiled; before that, their plans run in Python.
  *
  * Split-K partials or Triton's global scratch (PIPE 1-3), and PIPE 9's tickets: one buffer of
  * each per (device, stream), kept across calls and
@@ -30,7 +31,7 @@ namespace {
 using occtune::Key;
 using Config = at::OptionalIntArrayRef;
 
-constexpr int64_t FORMAT = 1;        // plan.NATIVE_FORMAT
+constexpr int64_t FORMAT = 2;        // plan.NATIVE_FORMAT
 constexpr int NPTRS = 7;             // plan.ROLES: a, a_s, b, b_s, out, ws, cnt
 enum { A, A_S, B, B_S, OUT, WS, CNT };
 
@@ -96,7 +97,9 @@ std::shared_ptr<Plan> plan_of(const std::vector<int64_t> &d) {
   plan->cnt_numel = d[4];
   TORCH_CHECK(occtune::parse_launches(d, 5, NPTRS, plan->launches) == d.size(),
               "occtune::_fp8_gemm_describe: a description longer than its launches");
-  plan->native = !plan->launches.empty();
+  bool maps = false;
+  for (const occtune::Launch &x : plan->launches) maps = maps || !x.maps.empty();
+  plan->native = !plan->launches.empty() && (!maps || occtune::encode_fn.load() != nullptr);
   return plan;
 }
 
@@ -183,6 +186,7 @@ TORCH_LIBRARY_FRAGMENT(occtune, m) {
   m.def("_fp8_gemm_out_py(Tensor a, Tensor a_s, Tensor b, Tensor b_s, Tensor(a!) out, int[]? config) -> ()");
   m.def("_fp8_gemm_describe(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config, Tensor? out) -> int[]");
   m.def("_fp8_gemm_native_init(int launch_function, int capturing_function) -> ()", &occtune::set_driver);
+  m.def("_fp8_gemm_native_tma(int encode_function) -> ()", &occtune::set_tensor_map_encoder);
   m.def("_fp8_gemm_native_clear() -> ()", &native_clear);
   m.def("_fp8_gemm_native_stats() -> int[]", &native_stats);
 }

@@ -158,7 +158,8 @@ def current_stream(index: int) -> int:
     return _TORCH[0]._C._cuda_getCurrentRawStream(index)
 
 
-NATIVE_FORMAT = 1          # the layout of native_description (op_native.cpp's FORMAT)
+NATIVE_FORMAT = 2          # the layout of native_description (op_native.cpp's FORMAT)
+TENSOR_MAP = 4             # plan_launch.h's kind of a host TMA descriptor parameter
 
 
 def native_description(p: Plan) -> list[int]:
@@ -166,11 +167,12 @@ def native_description(p: Plan) -> list[int]:
     ticket ints, then its launches as ``occtune/build/plan_launch.h`` reads them (their number; per
     launch the CUfunction, grid x, y, z, block, dynamic shared bytes, parameter count and each
     parameter as (kind, value): 0 a 32-bit int, 1 the pointer of ROLES[value], 2 a 64-bit int,
-    3 a null pointer). The workspace bytes cover the split-K partials and Triton's global scratch
-    (PIPE 1-3's in-kernel descriptors), which share one buffer as in ``Plan.__call__``. ``[]``
-    where a launch is not one the C++ kernel can make (Python runs every call of the plan then):
-    host TMA descriptors (PIPE 4-7, 10), a launcher other than Triton 3.6's direct one, clusters, or a
-    parameter list that does not match the kernel's PTX."""
+    3 a null pointer, 4 a host TMA descriptor over ROLES[value], followed by its record
+    (:func:`_tensor_map`)). The workspace bytes cover the split-K partials and Triton's global
+    scratch (PIPE 1-3's in-kernel descriptors), which share one buffer as in ``Plan.__call__``.
+    ``[]`` where a launch is not one the C++ kernel can make (Python runs every call of the plan
+    then): a launcher other than Triton 3.6's direct one, clusters, a descriptor Triton did not
+    lower to a CUtensorMap, or a parameter list that does not match the kernel's PTX."""
     if not p.fast or not p.steps:
         return []
     d = [NATIVE_FORMAT, *p.out_shape, p.need, p.cnt_numel, len(p.steps)]
@@ -185,17 +187,24 @@ def native_description(p: Plan) -> list[int]:
 def _native_launch(s: Step) -> list[int] | None:
     """One step as plan_launch.h's launch, or None (see native_description)."""
     L = s.launcher
-    if s.descs or not getattr(L, "direct", False) or any(L.flags):
+    if not getattr(L, "direct", False) or any(L.flags):
         return None
     k = L.kernel
     meta, sig = k.metadata, getattr(k.src, "signature", None)
     if getattr(meta, "num_ctas", 1) != 1 or not isinstance(sig, dict):
         return None
-    params = []
+    params, count = [], 0
     for j, name in enumerate(s.fn.arg_names):
         ty = sig.get(name)
         value = s.roles[j] if j < len(s.roles) else s.tail[j - len(s.roles)]
         if ty == "constexpr":
+            continue
+        if j in s.descs:
+            rec = _tensor_map(L, sum(i < j for i in s.descs), s.descs[j], value)
+            if rec is None:
+                return None
+            params += rec[0]
+            count += rec[1]
             continue
         if str(ty).startswith("*") and j < len(s.roles):
             params += [1, value]
@@ -205,12 +214,38 @@ def _native_launch(s: Step) -> list[int] | None:
             params += [2, int(value)]
         else:
             return None
+        count += 1
     # Triton's global scratch (PIPE 1-3's in-kernel descriptors: the call's workspace, as __call__
     # passes it) and profile scratch (none)
     params += [1, ROLES.index("ws"), 3, 0] if s.scratch else [3, 0, 3, 0]
-    if _ptx_params(k) != len(params) // 2:
+    count += 2
+    if _ptx_params(k) != count:
         return None
-    return [int(L.function), *s.grid, 32 * int(meta.num_warps), int(meta.shared), len(params) // 2, *params]
+    return [int(L.function), *s.grid, 32 * int(meta.num_warps), int(meta.shared), count, *params]
+
+
+def _tensor_map(L, index: int, desc, role: int) -> tuple[list[int], int] | None:
+    """Host descriptor number ``index`` of a launch over ROLES[role], as Triton 3.6's launcher
+    expands it (``make_tensordesc_arg``: the CUtensorMap, then the shape as 32-bit and the strides
+    as 64-bit ints): (its parameters, their number), or None where Triton did not lower it to a
+    CUtensorMap. The CUtensorMap's record: CUtensorMapDataType, element bytes, swizzle, padding
+    (1: NaN), rank, block, shape, strides (elements), what plan_launch.h's TensorMap encodes."""
+    meta = L.desc_meta[index] if index < len(L.desc_meta) else None
+    if not meta or meta.get("fp4_padded"):
+        return None
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+
+    shape, strides, block = list(desc.shape), list(desc.strides), list(meta["block_size"])
+    if len(block) != len(shape) or strides[-1] != 1:
+        return None
+    nan = int(getattr(desc, "padding", "zero") == "nan")
+    rec = [TENSOR_MAP, role, TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]], meta["elem_size"], meta["swizzle"], nan,
+           len(shape), *block, *shape, *strides]
+    for v in shape:
+        rec += [0, int(v)]
+    for v in strides:
+        rec += [2, int(v)]
+    return rec, 1 + 2 * len(shape)
 
 
 def _ptx_params(kernel) -> int:

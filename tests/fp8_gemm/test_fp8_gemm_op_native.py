@@ -2,8 +2,10 @@
 installed torch and loads (in a child process, so that its CUDA kernels do not replace the Python
 ones here) with schemas that agree with op.py; ``plan.native_description`` maps each launch's
 arguments onto the kernel's parameters (pointer slots, 32- and 64-bit ints, Triton's two scratch
-pointers) and checks their number against a real cross-compiled kernel's PTX; plans the C++ side
-cannot launch (TMA descriptors, scratch, another launcher) describe as empty. The C++ launches run
+pointers) and checks their number against a real cross-compiled kernel's PTX; host TMA descriptors
+(PIPE 4-7, 10) describe as the record plan_launch.h encodes, checked against a cross-compiled
+PIPE 10 kernel's PTX; plans the C++ side cannot launch (another launcher, clusters, a descriptor
+Triton did not lower) describe as empty. The C++ launches run
 in the GPU tests (test_fp8_gemm_gpu.py)."""
 
 from __future__ import annotations
@@ -91,10 +93,33 @@ def test_a_launch_the_cpp_side_cannot_make_describes_as_none(change):
     assert plans._native_launch(_fake_step(SIG, (0, 4), (8, 1 << 40, 1, 64), ptx_params=ptx, **change)) is None
 
 
-def test_host_descriptors_describe_as_none():
-    step = _fake_step(SIG, (0, 4), (8, 1 << 40, 1, 64), ptx_params=6)
-    step.descs = {0: object()}
-    assert plans._native_launch(step) is None
+DESC_SIG = {"w_desc": "tensordesc<fp8e4nv[64, 128],layout>", "c_ptr": "*bf16", "M": "i32", "BLOCK": "constexpr"}
+META = {"swizzle": 3, "elem_size": 1, "elem_type": 9, "block_size": [64, 128], "fp4_padded": False}
+
+
+def _desc_step(meta=META, ptx_params=9, **desc):
+    step = _fake_step(DESC_SIG, (2, 4), (8, 64), ptx_params=ptx_params, desc_meta=[meta])
+    step.descs = {0: types.SimpleNamespace(**{"shape": [256, 512], "strides": [512, 1], **desc})}
+    return step
+
+
+def test_a_host_descriptor_describes_as_a_tensor_map_then_its_shape_and_strides():
+    """PIPE 4-7 and 10: Triton 3.6 passes a descriptor as the CUtensorMap, the shape (32-bit) and
+    the strides (64-bit): five PTX parameters of nine here, the first with the record plan_launch.h
+    encodes (host data type: Triton's device 9 is CUtensorMapDataType 8)."""
+    rec = [4, 2, 8, 1, 3, 0, 2, 64, 128, 256, 512, 512, 1]
+    assert plans._native_launch(_desc_step()) == [0xF00, 3, 2, 1, 128, 9216, 9,
+                                                  *rec, 0, 256, 0, 512, 2, 512, 2, 1, 1, 4, 0, 8, 3, 0, 3, 0]
+    assert plans._native_launch(_desc_step(padding="nan"))[12] == 1
+
+
+@pytest.mark.parametrize("meta", [None, {**META, "fp4_padded": True}])
+def test_a_descriptor_triton_did_not_lower_to_a_tensor_map_describes_as_none(meta):
+    assert plans._native_launch(_desc_step(meta=meta)) is None
+
+
+def test_a_descriptor_the_ptx_disagrees_with_describes_as_none():
+    assert plans._native_launch(_desc_step(ptx_params=7)) is None
 
 
 def test_an_unknown_parameter_type_describes_as_none():
@@ -151,3 +176,39 @@ def test_a_cross_compiled_kernels_ptx_has_its_arguments_and_two_scratch_pointers
     got = child_json(XC_CHILD, drop=("TRITON_INTERPRET",))
     assert "ws_ptr" in got["args"] and "steps" in got["args"] and "stride_ak" not in got["args"]   # 1: a constant
     assert got["ptx"] == len(got["args"]) + 2
+
+
+XC_GLUON_CHILD = r"""
+import json, types, torch, triton
+from triton.experimental.gluon._runtime import GluonASTSource
+from occtune.build.tritonxc import compilable_module, gpu_target
+from occtune.kernels.fp8_gemm import plan as plans, splitk, splitk_wgmma
+from occtune.kernels.fp8_gemm.config import PIPE_SPLITK_WGMMA
+from occtune.kernels.fp8_gemm.family import make_gemm_inputs
+cfg = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 4,
+       "PIPE": PIPE_SPLITK_WGMMA}
+splitk.split_of = lambda M, N, K, config, sms: 2
+name = "fp8_gemm_splitk_wgmma_kernel"
+xfn = getattr(compilable_module(splitk_wgmma, name), name)
+def compile_kernel(fn, grid, args, kw):
+    k = triton.compile(GluonASTSource(xfn, *splitk_wgmma.signature(cfg, 2)), target=gpu_target("sm_90"),
+                       options={"num_warps": 4})
+    return types.SimpleNamespace(kernel=k, function=0xF00, direct=True, flags=(0, 0), scratch_bytes=0,
+                                 desc_meta=k.metadata.tensordesc_meta)
+inp = make_gemm_inputs(8, 256, 512, 13, "cpu")
+p = plans.build(inp.a, inp.a_s, inp.b, inp.b_s, inp.out, cfg, compile_kernel=compile_kernel)
+print(json.dumps({"d": plans.native_description(p), "ptx": plans._ptx_params(p.steps[0].launcher.kernel)}))
+"""
+
+
+def test_a_cross_compiled_gluon_split_k_kernel_describes_its_two_descriptors():
+    """PIPE 10 compiled for sm_90 by the installed Triton: its description has one parameter per
+    PTX parameter (checked inside), the weights' descriptor (b, 64 x 128 fp8) then the tokens' (a,
+    16 x 128), each with the 128-byte swizzle Triton chose and its tensor's shape and strides."""
+    got = child_json(XC_GLUON_CHILD, drop=("TRITON_INTERPRET",))
+    d = got["d"]
+    assert d[:6] == [plans.NATIVE_FORMAT, 8, 256, 4 * 2 * 8 * 256, 4, 1] and d[12] == got["ptx"]
+    params = d[13:]
+    assert params[:13] == [4, 2, 0, 1, 3, 0, 2, 64, 128, 256, 512, 512, 1]    # fp8 as uint8 (0)
+    assert params[13:21] == [0, 256, 0, 512, 2, 512, 2, 1]
+    assert params[21:34] == [4, 0, 0, 1, 3, 0, 2, 16, 128, 8, 512, 512, 1]

@@ -9,7 +9,10 @@
  *
  * The driver functions come from Python as addresses (set_driver): cuLaunchKernel or
  * hipModuleLaunchKernel (the same arguments), and cuStreamIsCapturing or hipStreamIsCapturing, so
- * no CUDA or ROCm header is needed, only torch's.
+ * no CUDA or ROCm header is needed, only torch's. A family whose kernels take host TMA descriptors
+ * (CUtensorMap, by value) also hands over cuTensorMapEncodeTiled (set_tensor_map_encoder): a
+ * descriptor is encoded from C++ with the arguments Triton's launcher gives it (Triton 3.6,
+ * backends/nvidia/driver.c fillTMADescriptor), again only when its tensor's address changed.
  */
 #pragma once
 
@@ -30,9 +33,15 @@ namespace occtune {
 using LaunchFn = int (*)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz, unsigned smem, void *stream, void **params, void **extra);
 using CapturingFn = int (*)(void *stream, int *status);
+// cuTensorMapEncodeTiled: map, data type, rank, address, dims, byte strides (rank - 1), box dims,
+// element strides, interleave, swizzle, L2 promotion, out-of-bounds fill (the enums are ints)
+using EncodeFn = int (*)(void *map, int dtype, uint32_t rank, void *address, const uint64_t *dims,
+                         const uint64_t *strides, const uint32_t *box, const uint32_t *element_strides,
+                         int interleave, int swizzle, int l2_promotion, int fill);
 
 inline std::atomic<LaunchFn> launch_fn{nullptr};
 inline std::atomic<CapturingFn> capturing_fn{nullptr};
+inline std::atomic<EncodeFn> encode_fn{nullptr};
 
 // Held while a call enqueues launches that must reach their stream without another call's launches
 // between them (several launches through one workspace, or a workspace that plans share): torch
@@ -45,15 +54,81 @@ inline void set_driver(int64_t launch, int64_t capturing) {
   launch_fn.store(reinterpret_cast<LaunchFn>(static_cast<uintptr_t>(launch)));
 }
 
-// A parameter of a launch, as a description gives it: (kind, value).
-enum ParamKind : int64_t { INT32 = 0, POINTER = 1, INT64 = 2, NULL_POINTER = 3 };
+inline void set_tensor_map_encoder(int64_t encode) {
+  TORCH_CHECK(encode != 0, "occtune: cuTensorMapEncodeTiled's address is 0");
+  encode_fn.store(reinterpret_cast<EncodeFn>(static_cast<uintptr_t>(encode)));
+}
+
+// A parameter of a launch, as a description gives it: (kind, value); TENSOR_MAP's value is a
+// pointer slot, and its record (TensorMap::parse) follows the pair.
+enum ParamKind : int64_t { INT32 = 0, POINTER = 1, INT64 = 2, NULL_POINTER = 3, TENSOR_MAP = 4 };
 constexpr size_t MAX_PARAMS = 64;
+constexpr size_t MAX_MAPS = 4;       // host descriptors a launch
+constexpr size_t MAP_BYTES = 128;    // sizeof(CUtensorMap)
+
+// A host TMA descriptor over the tensor in pointer slot ``slot``: everything but the address is
+// the plan's (shapes and strides are part of a plan's key), so it is encoded again only when the
+// address is not one of the last two encoded (a call's output or tokens often alternate between
+// two buffers). ``mu`` guards the kept encodings (calls of one plan may come from two threads).
+struct TensorMap {
+  int64_t slot = 0;
+  int dtype = 0, swizzle = 0, fill = 0;
+  uint32_t rank = 0, box[5] = {}, element_strides[5] = {1, 1, 1, 1, 1};
+  uint64_t dims[5] = {}, strides[5] = {};
+  std::mutex mu;
+  uint64_t address[2] = {0, 0};      // of the kept encodings (0: none)
+  int older = 0;                     // the one to replace next
+  alignas(64) unsigned char map[2][MAP_BYTES] = {};
+
+  // The record after (TENSOR_MAP, slot): CUtensorMapDataType, element bytes, swizzle, padding
+  // (1: NaN), rank, then the block, the shape and the strides in elements, each outermost first
+  // (as torch gives them); stored innermost first, the strides in bytes, as Triton encodes them.
+  template <class Next>
+  void parse(int64_t slot_, Next next) {
+    slot = slot_;
+    dtype = static_cast<int>(next());
+    const int64_t elem = next();
+    swizzle = static_cast<int>(next());
+    fill = next() == 1 ? 1 : 0;        // CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : _NONE
+    const int64_t r = next();
+    TORCH_CHECK(r >= 1 && r <= 5 && elem >= 1 && elem <= 16, "occtune: a TMA descriptor of rank ", r);
+    rank = static_cast<uint32_t>(r);
+    for (uint32_t i = 0; i < rank; ++i) box[rank - 1 - i] = static_cast<uint32_t>(next());
+    for (uint32_t i = 0; i < rank; ++i) dims[rank - 1 - i] = static_cast<uint64_t>(next());
+    for (uint32_t i = 0; i < rank; ++i) {
+      const int64_t stride = next();
+      if (i + 1 < rank) strides[rank - 2 - i] = static_cast<uint64_t>(elem * stride);
+      else TORCH_CHECK(stride == 1, "occtune: a TMA descriptor's last stride must be 1");
+    }
+  }
+
+  // Copies the encoding for ``address_`` to ``out`` (encoding it where neither kept one is for
+  // that address); the driver's error, 0 on success.
+  int encode(uint64_t address_, unsigned char *out) {
+    std::lock_guard<std::mutex> lock(mu);
+    int k = address_ != 0 && address[0] == address_ ? 0 : address_ != 0 && address[1] == address_ ? 1 : -1;
+    if (k < 0) {
+      const EncodeFn fn = encode_fn.load(std::memory_order_relaxed);
+      if (fn == nullptr) return -1;
+      k = older;
+      address[k] = 0;
+      const int rc = fn(map[k], dtype, rank, reinterpret_cast<void *>(static_cast<uintptr_t>(address_)), dims,
+                        strides, box, element_strides, 0 /* INTERLEAVE_NONE */, swizzle, 2 /* L2_128B */, fill);
+      if (rc != 0) return rc;
+      address[k] = address_;
+      older = 1 - k;
+    }
+    std::memcpy(out, map[k], MAP_BYTES);
+    return 0;
+  }
+};
 
 struct Launch {
   void *fn = nullptr;
   unsigned grid[3] = {1, 1, 1};
   unsigned block = 0, smem = 0;
-  std::vector<int64_t> params;     // kind, value, kind, value, ...
+  std::vector<int64_t> params;     // kind, value, kind, value, ... (TENSOR_MAP: the index in maps)
+  std::vector<std::unique_ptr<TensorMap>> maps;
 };
 
 using Key = std::vector<int64_t>;
@@ -86,7 +161,8 @@ inline void add_tensor(Key &key, const std::optional<at::Tensor> &t) {
 
 // Reads a description's launches from d[i]: their count, then per launch the driver function,
 // grid x, y, z, block, dynamic shared bytes, parameter count and each parameter (kind, value)
-// with pointer slots below ``slots``. Returns the index after them.
+// with pointer slots below ``slots`` (a TENSOR_MAP pair followed by its record). Returns the index
+// after them.
 inline size_t parse_launches(const std::vector<int64_t> &d, size_t i, int64_t slots, std::vector<Launch> &out) {
   auto next = [&]() -> int64_t {
     TORCH_CHECK(i < d.size(), "occtune: a plan's description ends early");
@@ -104,11 +180,18 @@ inline size_t parse_launches(const std::vector<int64_t> &d, size_t i, int64_t sl
     for (int64_t p = 0; p < np; ++p) {
       const int64_t kind = next(), value = next();
       const bool ok = (kind == INT32 && value >= INT32_MIN && value <= INT32_MAX) ||
-                      (kind == POINTER && value >= 0 && value < slots) || kind == INT64 ||
-                      (kind == NULL_POINTER && value == 0);
+                      ((kind == POINTER || kind == TENSOR_MAP) && value >= 0 && value < slots) ||
+                      kind == INT64 || (kind == NULL_POINTER && value == 0);
       TORCH_CHECK(ok, "occtune: bad parameter ", p, " of launch ", l, " in a plan's description");
       x.params.push_back(kind);
-      x.params.push_back(value);
+      if (kind == TENSOR_MAP) {
+        TORCH_CHECK(x.maps.size() < MAX_MAPS, "occtune: a launch of more than ", MAX_MAPS, " TMA descriptors");
+        x.params.push_back(static_cast<int64_t>(x.maps.size()));
+        x.maps.push_back(std::make_unique<TensorMap>());
+        x.maps.back()->parse(value, next);
+      } else {
+        x.params.push_back(value);
+      }
     }
     out.push_back(std::move(x));
   }
@@ -116,18 +199,30 @@ inline size_t parse_launches(const std::vector<int64_t> &d, size_t i, int64_t sl
 }
 
 // Launches ``launches`` in order on ``stream`` with pointer slot i = ptrs[i]. Returns the driver's
-// error of the first launch that failed (0: all started) and sets ``failed`` to its index.
+// error of the first launch that failed (0: all started; -1: a TMA descriptor but no encoder) and
+// sets ``failed`` to its index.
 inline int launch_all(const std::vector<Launch> &launches, void *stream, const uint64_t *ptrs, size_t &failed) {
   const LaunchFn launch = launch_fn.load(std::memory_order_relaxed);
   for (size_t l = 0; l < launches.size(); ++l) {
     const Launch &x = launches[l];
     int64_t values[MAX_PARAMS];
     void *params[MAX_PARAMS];
+    alignas(64) unsigned char maps[MAX_MAPS][MAP_BYTES];
     const size_t np = x.params.size() / 2;
     for (size_t p = 0; p < np; ++p) {
       const int64_t kind = x.params[2 * p], value = x.params[2 * p + 1];
       if (kind == POINTER) {
         params[p] = const_cast<uint64_t *>(&ptrs[value]);
+        continue;
+      }
+      if (kind == TENSOR_MAP) {
+        TensorMap &tm = *x.maps[value];
+        const int rc = tm.encode(ptrs[tm.slot], maps[value]);
+        if (rc != 0) {
+          failed = l;
+          return rc;
+        }
+        params[p] = maps[value];
         continue;
       }
       if (kind == INT32) {
