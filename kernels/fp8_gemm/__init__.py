@@ -11,7 +11,7 @@ times this Triton kernel against the vendor paths (backends.py) and writes the a
 
 Serving: a repeated call costs a plan lookup and the launch (plan.py, launcher.py), can be
 captured in a CUDA graph, and exists as ``torch.ops.occtune.fp8_gemm`` (op.py); without a config
-M <= 64 runs the split-K decode kernel (splitk.py). docs/fp8_gemm.md has the design and figures.
+M <= 64 runs a split-K decode kernel (splitk_wgmma.py on sm_90, else splitk.py). docs/fp8_gemm.md has the design and figures.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import os
 from occtune.errors import UserError
 
 from . import plan as plans
-from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, PIPES_NVIDIA_ONLY, PIPES_SM90_ONLY, PIPES_WGMMA,
-                     TRITON_KEYS, config_problem, triton_row, wgmma_problem)
+from .config import (ALLOWED, BASELINE_TRITON, DECODE_TRITON, DECODE_WGMMA, PIPES_NVIDIA_ONLY, PIPES_SM90_ONLY,
+                     PIPES_WGMMA, TRITON_KEYS, config_problem, triton_row, wgmma_problem)
 
-__all__ = ["fp8_gemm", "default_config", "BASELINE_TRITON", "DECODE_TRITON"]
+__all__ = ["fp8_gemm", "default_config", "BASELINE_TRITON", "DECODE_TRITON", "DECODE_WGMMA"]
 
 _FP8 = ("float8_e4m3fn", "float8_e4m3fnuz")
 
@@ -51,8 +51,9 @@ def _check(a, a_s, b, b_s):
 def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     """bf16 ``[M, N]`` = ``(a * a_s) @ (b * b_s)^T`` with our Triton kernel. ``config``: a dict of
     the Triton axes (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [PIPE] [+ AMD options]),
-    or their values in that order (a profile row); None: :func:`default_config` for M. ``out``:
-    the caller's bf16 ``[M, N]`` buffer (then returned; it must not overlap the inputs).
+    or their values in that order (a profile row); None: :func:`default_config` for M and the
+    device's target. ``out``: the caller's bf16 ``[M, N]`` buffer (then returned; it must not
+    overlap the inputs).
 
     Serving: the first call of a (config, shapes, strides, dtypes, devices) key checks everything
     and makes a launch plan (plan.py); a repeated call only looks the plan up and launches it,
@@ -73,17 +74,19 @@ def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     return out
 
 
-DECODE_M = 64            # default_config's bound for the decode kernel (PIPE 8)
+DECODE_M = 64            # default_config's bound for the decode kernels (PIPE 9, or 10 on sm_90)
 
 
-def default_config(M: int) -> dict:
-    """The config of a call without one: up to ``DECODE_M`` rows the decode kernel (DECODE_TRITON,
-    with a 16-, 32- or 64-row tile as M needs and 64-row weight tiles at M > 32: the configs that
-    were best alone in benchmarks/records/fp8_decode/call1), else vLLM's and sglang's untuned
-    default (BASELINE_TRITON). Tuned choices per shape and M are the allow-list's (``tune fp8-gemm``
-    exports ``triton_config(n, k, m)``)."""
+def default_config(M: int, target: str = "") -> dict:
+    """The config of a call without one: up to ``DECODE_M`` rows a decode kernel, else vLLM's and
+    sglang's untuned default (BASELINE_TRITON). The decode kernel is PIPE 10 on sm_90
+    (DECODE_WGMMA, 16 or 32 token rows as M needs), else PIPE 9 (DECODE_TRITON, with a 16-, 32- or
+    64-row tile and 64-row weight tiles at M > 32: benchmarks/records/fp8_decode/call1). Tuned
+    choices per shape and M are the allow-list's (``tune fp8-gemm`` exports ``triton_config(n, k, m)``)."""
     if M > DECODE_M:
         return dict(BASELINE_TRITON)
+    if target == "sm_90":
+        return {**DECODE_WGMMA, "BLOCK_M": 16 if M <= 16 else 32}
     return {**DECODE_TRITON, "BLOCK_M": 16 if M <= 16 else 32 if M <= 32 else 64, "BLOCK_N": 128 if M <= 32 else 64}
 
 
@@ -92,15 +95,13 @@ def _new_plan(a, a_s, b, b_s, config, out):
     once per key)."""
     import torch
 
-    from .kernel import tma_ready
-
     _check(a, a_s, b, b_s)
     M, N = a.shape[0], b.shape[0]
     if a.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         raise UserError("fp8_gemm needs a GPU tensor (or TRITON_INTERPRET=1 on the CPU)")
-    cfg = _config_of(config, M)
     if a.device.type == "cpu":
-        target = "sm_90"                # the interpreter runs every Triton PIPE (not the Gluon ones)
+        cfg = _config_of(config, M, "")  # the interpreter: PIPE 9's default, every Triton PIPE
+        target = "sm_90"
         if cfg["PIPE"] in PIPES_SM90_ONLY:
             raise UserError(f"fp8_gemm: PIPE={cfg['PIPE']} is a Gluon kernel, which Triton's interpreter cannot "
                             "run; on the CPU use PIPE 0, 8 or 9")
@@ -109,9 +110,11 @@ def _new_plan(a, a_s, b, b_s, config, out):
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"
-    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] in PIPES_NVIDIA_ONLY else "")
-    if not why and cfg["PIPE"] in PIPES_WGMMA:
-        why = wgmma_problem(cfg, N) or _tma_store_problem(out)
+        cfg = _config_of(config, M, target)
+    why = _problem(cfg, target, a, b, out)
+    if why and config is None and cfg["PIPE"] in PIPES_SM90_ONLY:      # e.g. K % 16: the portable kernel
+        cfg = default_config(M)
+        why = _problem(cfg, target, a, b, out)
     if why:
         raise UserError(f"fp8_gemm: {why}")
     if out is not None:
@@ -120,10 +123,20 @@ def _new_plan(a, a_s, b, b_s, config, out):
     return plans.build(a, a_s, b, b_s, stand_in, cfg)
 
 
-def _config_of(config, M: int) -> dict:
+def _problem(cfg: dict, target: str, a, b, out) -> str:
+    """Why ``cfg`` cannot run this call on ``target`` ('' when it can)."""
+    from .kernel import tma_ready
+
+    why = config_problem(cfg, target) or (tma_ready(a, b) if cfg["PIPE"] in PIPES_NVIDIA_ONLY else "")
+    if not why and cfg["PIPE"] in PIPES_WGMMA:
+        why = wgmma_problem(cfg, b.shape[0]) or _tma_store_problem(out)
+    return why
+
+
+def _config_of(config, M: int, target: str) -> dict:
     """The call's config as a dict of the Triton axes (AMD options kept), each value checked."""
     if config is None:
-        return default_config(M)
+        return default_config(M, target)
     if isinstance(config, dict):
         cfg = {"PIPE": 0, **config}
     elif isinstance(config, (list, tuple)):

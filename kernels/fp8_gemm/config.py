@@ -45,9 +45,15 @@ PIPES_SM90_ONLY = (*PIPES_WGMMA, PIPE_SPLITK_WGMMA)
 BASELINE_TRITON = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 32, "num_warps": 4, "num_stages": 2,
                    "PIPE": 0}
 # The decode kernel's default (PIPE 9, splitk.py): what fp8_gemm() runs for M <= 64 without a config
-# (BLOCK_M and BLOCK_N follow M: fp8_gemm.default_config).
+# (BLOCK_M and BLOCK_N follow M: fp8_gemm.default_config), on every target but sm_90.
 DECODE_TRITON = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 3,
                  "PIPE": 9}
+# sm_90's (PIPE 10, splitk_wgmma.py; BLOCK_M follows M). On the H200's decode benchmark (call8:
+# 14 seed shapes, results/sm_90/fp8_gemm_bench_decode.csv) it was faster than DECODE_TRITON's
+# configs at all 56 points (geometric mean 1.06x at M = 1, 1.11x at 8, 1.14x at 32, 1.21x at 64;
+# BLOCK_M 32 beat 64 at M = 64) and within 1.009x of the best Triton config measured per point.
+DECODE_WGMMA = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 4,
+                "PIPE": 10}
 AMD_NEUTRAL = {"matrix_instr_nonkdim": 16, "waves_per_eu": 0, "kpack": 2}
 
 

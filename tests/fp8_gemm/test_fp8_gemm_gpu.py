@@ -249,6 +249,21 @@ def test_plans_follow_moved_tensors_and_split_k_is_deterministic(fam):
     assert all(torch.equal(first, fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, cfg)) for _ in range(5))
 
 
+def test_the_default_is_pipe_10_on_sm90_and_pipe_9_where_tma_cannot_read(fam):
+    """Without a config, M <= 64 on sm_90 runs PIPE 10; a K that TMA cannot read (K % 16 != 0)
+    falls back to PIPE 9 rather than refusing the call."""
+    from occtune.kernels.fp8_gemm import fp8_gemm, plan
+
+    if fam.target != "sm_90":
+        pytest.skip(f"{fam.target}: the default is PIPE 9 (checked on the CPU)")
+    for K, pipe in ((7168, 10), (200, 9)):
+        plan.clear_plans()
+        inp = fam.make_inputs({"M": 8, "N": 512, "K": K}, 60, "cuda")
+        assert verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s), inp).ok, K
+        (p,) = plan.PLANS.values()
+        assert p.config["PIPE"] == pipe, K
+
+
 # --- the ops' C++ kernels (op_native.cpp) ------------------------------------------------------------
 
 def _native_stats() -> dict:

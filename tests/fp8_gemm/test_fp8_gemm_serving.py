@@ -147,6 +147,17 @@ def test_pipe_8_is_portable_and_keeps_one_scale_block_per_tile():
     assert default_config(64)["PIPE"] in PIPES_SPLITK and default_config(65)["PIPE"] == 0
 
 
+def test_the_default_decode_kernel_is_pipe_10_on_sm90_only():
+    for M, bm in ((1, 16), (16, 16), (17, 32), (64, 32)):
+        cfg = default_config(M, "sm_90")
+        assert cfg["PIPE"] == 10 and cfg["BLOCK_M"] == bm and config_problem(cfg, "sm_90") == "", M
+    for target in ("", "sm_80", "sm_100", "gfx942", "gfx950"):
+        assert default_config(8, target)["PIPE"] == 9 and config_problem(default_config(8, target), target or "sm_90") == ""
+    assert default_config(65, "sm_90")["PIPE"] == 0
+    inp = make_gemm_inputs(3, 200, 384, 1, "cpu")                     # the interpreter: PIPE 9's default
+    assert verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s), inp).ok
+
+
 @pytest.mark.parametrize("target", ["sm_90", "gfx942", "gfx950"])
 def test_split_k_kernel_cross_compiles_without_spills(target):
     """The family's cross-compile path (resources.compiled_resources) on the decode shapes, both
