@@ -358,8 +358,10 @@ __device__ static inline void topk_cluster_regs_narrow(
         const topk_u32 k = topk_fine_key(bits);
         const bool in = i + j < n && topk_bin(bits) == t && (k & mask) == prefix;
         topk_hist_add<true>(sh.hist, (int)((k >> shift) & 255u), in);
-        lo = in && k < lo ? k : lo;
-        hi = in && k > hi ? k : hi;
+        if (shift == 24) {   // the first pass only (cluster-uniform)
+          lo = in && k < lo ? k : lo;
+          hi = in && k > hi ? k : hi;
+        }
       }
     }
     if (shift == 24) {
