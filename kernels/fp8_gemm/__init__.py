@@ -11,7 +11,8 @@ times this Triton kernel against the vendor paths (backends.py) and writes the a
 
 Serving: a repeated call costs a plan lookup and the launch (plan.py, launcher.py), can be
 captured in a CUDA graph, and exists as ``torch.ops.occtune.fp8_gemm`` (op.py); without a config
-M <= 64 runs a split-K decode kernel (splitk_wgmma.py on sm_90, else splitk.py). docs/fp8_gemm.md has the design and figures.
+M <= 64 runs a split-K decode kernel (splitk_wgmma.py on sm_90, else splitk.py). docs/fp8_gemm.md
+has the design and figures.
 """
 
 from __future__ import annotations

@@ -78,6 +78,11 @@ class Step:
         self.kwargs, self.descs = kwargs, descs
         self.scratch = bool(launcher is not None and launcher.scratch_bytes)
 
+    def desc_index(self, j: int) -> int:
+        """The number of host descriptors before head position ``j``: its index in the compiled
+        kernel's ``tensordesc_meta``."""
+        return sum(k < j for k in self.descs)
+
 
 class Plan:
     """The launches of one key (see the module docstring); call it with the tensors."""
@@ -129,8 +134,7 @@ class Plan:
         last = self._last.get((i, j))
         if last is None or last[0] != ptr:
             if launcher.direct:
-                index = sum(k < j for k in self.steps[i].descs)        # descriptors before this one
-                enc = launcher.descriptor(index, ptr, tuple(t.shape), t.stride())
+                enc = launcher.descriptor(self.steps[i].desc_index(j), ptr, tuple(t.shape), t.stride())
             else:
                 enc = [type(desc)(t, list(t.shape), list(t.stride()), desc.block_shape, desc.layout)]
             last = self._last[(i, j)] = (ptr, enc)
@@ -200,7 +204,7 @@ def _native_launch(s: Step) -> list[int] | None:
         if ty == "constexpr":
             continue
         if j in s.descs:
-            rec = _tensor_map(L, sum(i < j for i in s.descs), s.descs[j], value)
+            rec = _tensor_map(L, s.desc_index(j), s.descs[j], value)
             if rec is None:
                 return None
             params += rec[0]

@@ -91,7 +91,8 @@ struct TensorMap {
     swizzle = static_cast<int>(next());
     fill = next() == 1 ? 1 : 0;        // CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : _NONE
     const int64_t r = next();
-    TORCH_CHECK(r >= 1 && r <= 5 && elem >= 1 && elem <= 16, "occtune: a TMA descriptor of rank ", r);
+    TORCH_CHECK(r >= 1 && r <= 5 && elem >= 1 && elem <= 16, "occtune: a TMA descriptor of rank ", r, " and ", elem,
+                "-byte elements (rank 1-5, 1-16 bytes)");
     rank = static_cast<uint32_t>(r);
     for (uint32_t i = 0; i < rank; ++i) box[rank - 1 - i] = static_cast<uint32_t>(next());
     for (uint32_t i = 0; i < rank; ++i) dims[rank - 1 - i] = static_cast<uint64_t>(next());
