@@ -49,6 +49,9 @@ def _check(a, a_s, b, b_s):
         raise UserError("fp8_gemm: a, a_s, b and b_s must be on one device")
 
 
+_ROUTE: dict = {}        # device type -> (op, out op): op.py's C++ kernels, where it loaded them
+
+
 def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     """bf16 ``[M, N]`` = ``(a * a_s) @ (b * b_s)^T`` with our Triton kernel. ``config``: a dict of
     the Triton axes (BLOCK_M BLOCK_N BLOCK_K GROUP_M num_warps num_stages [PIPE] [+ AMD options]),
@@ -59,7 +62,22 @@ def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     Serving: the first call of a (config, shapes, strides, dtypes, devices) key checks everything
     and makes a launch plan (plan.py); a repeated call only looks the plan up and launches it,
     on the current stream, without a host synchronisation, and can be captured in a CUDA graph.
-    ``torch.ops.occtune.fp8_gemm`` (op.py) is the same call as a torch operator."""
+    ``torch.ops.occtune.fp8_gemm`` (op.py) is the same call as a torch operator. On a GPU, calls
+    without a config or with a sequence of ints go through that operator where its C++ kernels
+    are in use (op.py, loaded by the first call: the plan lookup, the output's allocation and the
+    launches without Python); ``OCCTUNE_NATIVE_OP=0`` keeps them in Python."""
+    route = _ROUTE.get(a.device.type) if _ROUTE and hasattr(a, "device") else None
+    if route is not None and (config is None or (type(config) in (tuple, list)
+                                                 and all(type(v) is int for v in config))):
+        if out is None:
+            return route[0](a, a_s, b, b_s, config)
+        route[1](a, a_s, b, b_s, out, config)
+        return out
+    return _run(a, a_s, b, b_s, config, out)
+
+
+def _run(a, a_s, b, b_s, config=None, out=None):
+    """:func:`fp8_gemm` in Python: the plan of the call's key (made on its first call), launched."""
     try:
         key = plans.plan_key(config, a, a_s, b, b_s, out)
         p = plans.PLANS.get(key)
@@ -108,6 +126,8 @@ def _new_plan(a, a_s, b, b_s, config, out):
                             "run; on the CPU use PIPE 0, 8 or 9")
     else:                               # the tensor's own GPU: no driver probe on every call
         from occtune.model.targets import all_targets, device_target
+
+        from . import op  # noqa: F401  (once: its C++ kernels take this device type's later calls)
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"

@@ -20,7 +20,9 @@ On a GPU machine with a C++ compiler the ops' CUDA kernels are C++ (``op_native.
 for the torch in use): a repeated call of a known plan costs the dispatcher, the output's
 allocation and the launches, with no Python, at every PIPE (PIPE 4-7 and 10's host TMA
 descriptors are encoded in C++, through the driver's cuTensorMapEncodeTiled, again only when a
-tensor moved); the first call of a plan and captured calls run ``fp8_gemm`` (Python).
+tensor moved); the first call of a plan and captured calls run the Python kernel (``_run``).
+``fp8_gemm()`` itself calls these ops on a GPU where the C++ kernels are in use (its first GPU
+call imports this module), so the plain function costs what the op costs.
 ``native_error()`` says why the C++ kernels are not in use where they are not
 (``OCCTUNE_NATIVE_OP=0`` turns them off).
 """
@@ -32,7 +34,8 @@ from pathlib import Path
 import torch
 
 from occtune.build import native, rtc
-from occtune.kernels.fp8_gemm import fp8_gemm, plan as plans
+from occtune.kernels import fp8_gemm as family_api
+from occtune.kernels.fp8_gemm import _run, plan as plans
 
 SCHEMA = "fp8_gemm(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config=None) -> Tensor"
 SCHEMA_OUT = "fp8_gemm_out(Tensor a, Tensor a_s, Tensor b, Tensor b_s, Tensor(a!) out, int[]? config=None) -> ()"
@@ -43,11 +46,11 @@ _LIB.define(SCHEMA_OUT, tags=(torch.Tag.pt2_compliant_tag,))
 
 
 def fp8_gemm_op(a, a_s, b, b_s, config=None):
-    return fp8_gemm(a, a_s, b, b_s, None if config is None else tuple(config))
+    return _run(a, a_s, b, b_s, None if config is None else tuple(config))
 
 
 def fp8_gemm_out_op(a, a_s, b, b_s, out, config=None):
-    fp8_gemm(a, a_s, b, b_s, None if config is None else tuple(config), out=out)
+    _run(a, a_s, b, b_s, None if config is None else tuple(config), out=out)
 
 
 def describe_op(a, a_s, b, b_s, config=None, out=None) -> list[int]:
@@ -66,6 +69,7 @@ def _load_native() -> str | None:
         _LIB.impl("_fp8_gemm_py", fp8_gemm_op, "CUDA")
         _LIB.impl("_fp8_gemm_out_py", fp8_gemm_out_op, "CUDA")
         _LIB.impl("_fp8_gemm_describe", describe_op, "CUDA")
+        family_api._ROUTE["cuda"] = (torch.ops.occtune.fp8_gemm.default, torch.ops.occtune.fp8_gemm_out.default)
     return why
 
 

@@ -331,6 +331,28 @@ def test_op_split_k_from_cpp_gives_the_python_bits(fam):
         assert _native_stats()["hits"] - before["hits"] >= 6, cfg         # all but a first call from C++
 
 
+def test_the_public_call_launches_from_cpp(fam):
+    """fp8_gemm() without a config, and with out=, goes through the op's C++ kernels: after each
+    key's first call, every call launches from C++ (the same bits); a bad call is a UserError."""
+    from occtune.errors import UserError
+    from occtune.kernels.fp8_gemm import fp8_gemm, op
+
+    if op.native_error() is not None:
+        pytest.skip(op.native_error())
+    inp = fam.make_inputs({"M": 8, "N": 2112, "K": 7168}, 52, "cuda")
+    first = fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s)
+    assert verify(first, inp).ok
+    before = _native_stats()
+    for _ in range(3):
+        assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s), first)
+        assert fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, out=inp.out) is inp.out and torch.equal(inp.out, first)
+    after = _native_stats()
+    assert after["hits"] - before["hits"] >= 5, (before, after)      # all but the out= key's first call
+    for _ in range(2):
+        with pytest.raises(UserError, match="scales must be float32"):
+            fp8_gemm(inp.a, inp.a_s.double(), inp.b, inp.b_s)
+
+
 def test_op_unaligned_and_bad_calls_go_through_python(fam):
     from occtune.kernels.fp8_gemm import op
 

@@ -319,6 +319,42 @@ def test_op_schema_fake_and_eager_call():
     assert verify(inp.out, inp).ok
 
 
+def test_the_public_call_goes_through_the_op_where_its_kernels_are_routed(monkeypatch):
+    """fp8_gemm() hands calls without a config or with a sequence of ints to the op (op.py routes a
+    GPU's calls to its C++ kernels: here the CPU op stands in); a dict config, or a sequence with
+    a non-int, stays in Python; a bad call raises the same UserError either way."""
+    import occtune.kernels.fp8_gemm as api
+    import occtune.kernels.fp8_gemm.op  # noqa: F401  (defines the ops)
+
+    routed = []
+
+    def op(*args):
+        routed.append("op")
+        return torch.ops.occtune.fp8_gemm.default(*args)
+
+    def op_out(*args):
+        routed.append("out")
+        torch.ops.occtune.fp8_gemm_out.default(*args)
+
+    monkeypatch.setitem(api._ROUTE, "cpu", (op, op_out))
+    inp = make_gemm_inputs(5, 200, 384, 21, "cpu")
+    row = tuple(DEC.values())
+    want = api._run(inp.a, inp.a_s, inp.b, inp.b_s, row)
+    assert verify(want, inp).ok
+    assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, row), want) and routed == ["op"]
+    assert fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, list(row), out=inp.out) is inp.out
+    assert torch.equal(inp.out, want) and routed == ["op", "out"]
+    assert verify(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s), inp).ok and routed[-1] == "op"
+    assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, DEC), want) and len(routed) == 3
+    with pytest.raises(UserError, match="a_s"):
+        fp8_gemm(inp.a, inp.a_s.t(), inp.b, inp.b_s, row)
+    with pytest.raises(UserError, match="BLOCK_N=96"):
+        fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, (16, 96, 128, 1, 4, 3, 9))
+    assert len(routed) == 5
+    text = tuple(str(v) for v in row)        # the op's schema takes ints only: Python reads these
+    assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, text), want) and len(routed) == 5
+
+
 def test_op_traces_as_one_node_under_torch_compile_fullgraph():
     import occtune.kernels.fp8_gemm.op  # noqa: F401
 
