@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Host cost of one FP8 GEMM call (GPU machine), per PIPE: microseconds of host time per call,
 measured as the wall time of N back-to-back eager calls without synchronisation (issue 32), for
-``fp8_gemm`` (its launch plan), ``fp8_gemm(out=)``, ``torch.ops.occtune.fp8_gemm`` and ``fp8_gemm_out``
-(their kernels C++ or Python, as printed), Triton's own
+``fp8_gemm`` and ``fp8_gemm(out=)`` (through the ops where their C++ kernels are in use), the same
+call's Python path (``_run``: the launch plan from Python), ``torch.ops.occtune.fp8_gemm`` and
+``fp8_gemm_out`` (their kernels C++ or Python, as printed), Triton's own
 launcher (``kernel.launch``: what every call paid before the plans), the library as the sweep
 calls it (torch scaled_mm, M padded inside the call as vLLM does) and a bare ``torch._scaled_mm``.
 Every call's output is verified against the float64 reference before it is timed.
@@ -47,7 +48,7 @@ def parse_points(text: str) -> list:
 
 def rows_of(torch, inp, cfg: tuple):
     """(name, call) of every timed row of one config."""
-    from occtune.kernels.fp8_gemm import fp8_gemm
+    from occtune.kernels.fp8_gemm import _run, fp8_gemm
     from occtune.kernels.fp8_gemm.config import triton_row
     from occtune.kernels.fp8_gemm.kernel import launch
 
@@ -56,6 +57,7 @@ def rows_of(torch, inp, cfg: tuple):
     as_dict = triton_row(cfg, "host probe")
     return [("fp8_gemm", lambda: fp8_gemm(a, a_s, b, b_s, cfg)),
             ("fp8_gemm out=", lambda: fp8_gemm(a, a_s, b, b_s, cfg, out=own)),
+            ("fp8_gemm Python (_run)", lambda: _run(a, a_s, b, b_s, cfg)),
             ("torch.ops.occtune.fp8_gemm", lambda: torch.ops.occtune.fp8_gemm(a, a_s, b, b_s, list(cfg))),
             ("torch.ops.occtune.fp8_gemm_out", lambda: torch.ops.occtune.fp8_gemm_out(a, a_s, b, b_s, own, list(cfg))
              or own),

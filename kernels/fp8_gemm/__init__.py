@@ -67,13 +67,23 @@ def fp8_gemm(a, a_s, b, b_s, config=None, out=None):
     are in use (op.py, loaded by the first call: the plan lookup, the output's allocation and the
     launches without Python); ``OCCTUNE_NATIVE_OP=0`` keeps them in Python."""
     route = _ROUTE.get(a.device.type) if _ROUTE and hasattr(a, "device") else None
-    if route is not None and (config is None or (type(config) in (tuple, list)
-                                                 and all(type(v) is int for v in config))):
+    if route is not None and _routable(a_s, b, b_s, out, config):
         if out is None:
             return route[0](a, a_s, b, b_s, config)
         route[1](a, a_s, b, b_s, out, config)
         return out
     return _run(a, a_s, b, b_s, config, out)
+
+
+def _routable(a_s, b, b_s, out, config) -> bool:
+    """Whether the op's schema takes these arguments as they are (else Python checks them and
+    raises the UserError a bad call gets)."""
+    import torch
+
+    T = torch.Tensor
+    return (isinstance(a_s, T) and isinstance(b, T) and isinstance(b_s, T) and (out is None or isinstance(out, T))
+            and (config is None or (type(config) in (tuple, list)
+                                    and all(type(v) is int and 0 <= v < 65536 for v in config))))
 
 
 def _run(a, a_s, b, b_s, config=None, out=None):
@@ -127,7 +137,7 @@ def _new_plan(a, a_s, b, b_s, config, out):
     else:                               # the tensor's own GPU: no driver probe on every call
         from occtune.model.targets import all_targets, device_target
 
-        from . import op  # noqa: F401  (once: its C++ kernels take this device type's later calls)
+        _load_op()
 
         name = device_target(torch, a.device)
         target = name if name in all_targets() else "an unknown device"
@@ -142,6 +152,22 @@ def _new_plan(a, a_s, b, b_s, config, out):
         _check_out(out, a, M, N)
     stand_in = out if out is not None else torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     return plans.build(a, a_s, b, b_s, stand_in, cfg)
+
+
+_OP_TRIED: list = []
+
+
+def _load_op() -> None:
+    """Import op.py once per process (its C++ kernels, built once per machine, then take fp8_gemm()'s
+    GPU calls); where that fails, the calls stay in Python (``op.native_error()`` says why the C++
+    kernels are not in use, ``_OP_TRIED[0]`` why the import failed)."""
+    if _OP_TRIED:
+        return
+    try:
+        from . import op  # noqa: F401
+        _OP_TRIED.append(None)
+    except Exception as e:       # noqa: BLE001  (e.g. no setuptools for torch's extension builder)
+        _OP_TRIED.append(f"importing op.py failed: {type(e).__name__}: {e}")
 
 
 def _problem(cfg: dict, target: str, a, b, out) -> str:

@@ -30,6 +30,15 @@ def _driver_module():
     return drv
 
 
+def direct_layout() -> bool:
+    """Whether this Triton's NVIDIA launcher has the layout the direct launch (and the ops' C++
+    kernels) are written for."""
+    try:
+        return getattr(_driver_module(), "_BASE_ARGS_FORMAT", None) == DIRECT_FORMAT
+    except ImportError:          # not an NVIDIA build of Triton
+        return False
+
+
 def _raw_launch(launcher):
     """The C launch function under a CudaLauncher's ``launch`` (Triton wraps it in a closure that
     encodes tensor descriptors when the kernel takes any), or None when it is not recognised."""

@@ -36,6 +36,7 @@ import torch
 from occtune.build import native, rtc
 from occtune.kernels import fp8_gemm as family_api
 from occtune.kernels.fp8_gemm import _run, plan as plans
+from occtune.kernels.fp8_gemm.launcher import direct_layout
 
 SCHEMA = "fp8_gemm(Tensor a, Tensor a_s, Tensor b, Tensor b_s, int[]? config=None) -> Tensor"
 SCHEMA_OUT = "fp8_gemm_out(Tensor a, Tensor a_s, Tensor b, Tensor b_s, Tensor(a!) out, int[]? config=None) -> ()"
@@ -69,12 +70,16 @@ def _load_native() -> str | None:
         _LIB.impl("_fp8_gemm_py", fp8_gemm_op, "CUDA")
         _LIB.impl("_fp8_gemm_out_py", fp8_gemm_out_op, "CUDA")
         _LIB.impl("_fp8_gemm_describe", describe_op, "CUDA")
-        family_api._ROUTE["cuda"] = (torch.ops.occtune.fp8_gemm.default, torch.ops.occtune.fp8_gemm_out.default)
+        if encode is not None and not getattr(torch.version, "hip", None) and direct_layout():
+            # the C++ kernels launch every PIPE's plans here: fp8_gemm() takes this way too
+            family_api._ROUTE["cuda"] = (torch.ops.occtune.fp8_gemm.default, torch.ops.occtune.fp8_gemm_out.default)
     return why
 
 
 NATIVE_SOURCE = Path(__file__).with_name("op_native.cpp")
 _NATIVE_ERROR = _load_native()
+for _name in ("fp8_gemm", "fp8_gemm_out"):      # fp8 in, nothing to differentiate: no grad_fn on the output
+    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
 for _key in ("CUDA", "CPU") if _NATIVE_ERROR is not None else ("CPU",):
     _LIB.impl("fp8_gemm", fp8_gemm_op, _key)
     _LIB.impl("fp8_gemm_out", fp8_gemm_out_op, _key)

@@ -350,9 +350,13 @@ def test_the_public_call_goes_through_the_op_where_its_kernels_are_routed(monkey
         fp8_gemm(inp.a, inp.a_s.t(), inp.b, inp.b_s, row)
     with pytest.raises(UserError, match="BLOCK_N=96"):
         fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, (16, 96, 128, 1, 4, 3, 9))
+    with pytest.raises(UserError, match="b_s must be a 2-D tensor"):
+        fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s.tolist(), row)       # not the schema's: Python says why
     assert len(routed) == 5
+    scales = inp.a_s.clone().requires_grad_()
+    assert fp8_gemm(inp.a, scales, inp.b, inp.b_s, row).grad_fn is None and len(routed) == 6
     text = tuple(str(v) for v in row)        # the op's schema takes ints only: Python reads these
-    assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, text), want) and len(routed) == 5
+    assert torch.equal(fp8_gemm(inp.a, inp.a_s, inp.b, inp.b_s, text), want) and len(routed) == 6
 
 
 def test_op_traces_as_one_node_under_torch_compile_fullgraph():
