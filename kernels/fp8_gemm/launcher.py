@@ -77,14 +77,8 @@ class Launcher:
         self.desc_meta = getattr(kernel.metadata, "tensordesc_meta", None) or ()
         self.scratch_bytes = int(getattr(self.run, "global_scratch_size", 0) or 0) * \
             int(getattr(self.run, "num_ctas", 1) or 1)
-        self.raw = None
-        try:
-            drv = _driver_module()
-            if getattr(drv, "_BASE_ARGS_FORMAT", None) == DIRECT_FORMAT and \
-                    not getattr(self.run, "profile_scratch_size", 0):
-                self.raw = _raw_launch(self.run)
-        except ImportError:          # not an NVIDIA build of Triton
-            self.raw = None
+        self.raw = _raw_launch(self.run) if direct_layout() and not getattr(self.run, "profile_scratch_size", 0) \
+            else None
         self.direct = self.raw is not None
         self.flags = (int(bool(getattr(self.run, "launch_cooperative_grid", False))),
                       int(bool(getattr(self.run, "launch_pdl", False))))
