@@ -113,6 +113,9 @@ def main(argv=None) -> int:
                     help="the resident kernel: auto, on, off, or a list (auto,off); its phases are load, merge, "
                          "thresh, collect, finish")
     ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--dist", default="random_normal",
+                    help="input rows: random_normal or a family of occtune.kernels.topk.reference.CASES "
+                         "(e.g. all_equal: where an overflowed row's time goes)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--blocks-csv", default="",
                     help="also write every profiled block's SM, start and end (global timer, ns from "
@@ -141,10 +144,11 @@ def main(argv=None) -> int:
     base, *_ = kernel_time(tiny.zero_, a.reps)
     print(f"# harness: a one-element fill times {base:.1f} us the same way (launch and event overhead)")
     blocks = []
+    print(f"# rows: {a.dist}")
     print(f"{'B':>4} {'L':>8} {'thr':>4} {'bits':>4} {'path':>6} {'call us':>8}  phases (us, median over rows)",
           flush=True)
     for B, L in o["shapes"]:
-        x = torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(B + L))
+        x = scores(torch, a.dist, B, L, a.k)
         for threads in o["threads"]:
             for bits in o["bits"]:
                 d = {**tk.defines(budget, threads, bits), **extra}
@@ -188,6 +192,16 @@ def main(argv=None) -> int:
     return 0
 
 
+def scores(torch, dist: str, B: int, L: int, k: int):
+    """[B, L] float32 rows on the GPU: N(0, 1), or the reference's adversarial family ``dist``."""
+    if dist == "random_normal":
+        return torch.randn(B, L, device="cuda", generator=torch.Generator(device="cuda").manual_seed(B + L))
+    from occtune.kernels.topk import reference as ref
+
+    s_np, _ = ref.make_case(dist, B, L, k, seed=1)
+    return torch.from_numpy(s_np).cuda()
+
+
 # a row of --blocks-csv: one profiled block (row) of one config and path
 BLOCK_KEY = ("B", "L", "threads", "bits", "split", "cluster", "resident", "row")
 CHOICES = {"--cluster": {"auto": None, "on": True, "off": False}, "--resident": {"auto": None, "on": True, "off": False}}
@@ -206,6 +220,10 @@ def parse_options(a) -> dict:
         raise UserError(f"--define {bad[0]!r} is not NAME=VALUE")
     if a.blocks_csv:
         check_csv(a.blocks_csv, BLOCK_KEY)
+    from occtune.kernels.topk.reference import CASES
+
+    if a.dist not in CASES:
+        raise UserError(f"--dist {a.dist!r} is not one of {', '.join(CASES)}")
     out = {"shapes": parse_shapes(a.shapes), "budget": parse_size(a.budget, "--budget"),
            "threads": parse_int_list(a.threads, "--threads"), "bits": parse_int_list(a.bits, "--bits"),
            "extra": dict(d.split("=", 1) for d in a.define), "split": [_split(s) for s in a.split.split(",")]}
