@@ -77,6 +77,9 @@ __attribute__((device)) static inline void topk_atomic_max_u(unsigned* p, unsign
 __attribute__((device)) static inline int topk_atomic_add_dev(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
+__attribute__((device)) static inline void topk_atomic_max_dev_u(unsigned* p, unsigned v) {
+  __hip_atomic_fetch_max(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
 #define TOPK_HAVE_DEV_ATOMIC 1
 __attribute__((device)) static inline void topk_fence_dev() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
 #define TOPK_HAVE_DEV_FENCE 1
@@ -95,8 +98,10 @@ __device__ static inline void topk_atomic_min_u(unsigned* p, unsigned v) { atomi
 __device__ static inline void topk_atomic_max_u(unsigned* p, unsigned v) { atomicMax(p, v); }
 #endif
 #ifndef TOPK_HAVE_DEV_ATOMIC
-// Device-scope (cross-block) atomic on global memory: atomicAdd is device scope on CUDA and HIP.
+// Device-scope (cross-block) atomics on global memory: atomicAdd and atomicMax are device scope on
+// CUDA and HIP.
 __device__ static inline int topk_atomic_add_dev(int* p, int v) { return atomicAdd(p, v); }
+__device__ static inline void topk_atomic_max_dev_u(unsigned* p, unsigned v) { atomicMax(p, v); }
 #endif
 #ifndef TOPK_HAVE_DEV_FENCE
 __device__ static inline void topk_fence_dev() { __threadfence(); }

@@ -1,16 +1,39 @@
-// Step 3, one radix pass: histogram of the digit at `shift` of fine keys matching the prefix.
+// Step 3, one radix pass: histogram of the digit at `shift` of fine keys matching the prefix;
+// with `span`, also this thread's smallest and largest of those keys (kmin > kmax: none).
 struct TopkDigitOp {
   int* hist;
   int t;               // coarse bin filter (-1: none)
   topk_u32 mask, prefix;
   int shift;
+  bool span;
+  topk_u32 kmin, kmax;
   template <bool U>
-  __device__ inline void call(int, topk_u32 bits, bool valid) const {
+  __device__ inline void call(int, topk_u32 bits, bool valid) {
     if (t >= 0 && topk_bin(bits) != t) valid = false;
     topk_u32 k = topk_fine_key(bits);
-    topk_hist_add<U>(hist, (int)((k >> shift) & 255u), valid && (k & mask) == prefix);
+    const bool in = valid && (k & mask) == prefix;
+    topk_hist_add<U>(hist, (int)((k >> shift) & 255u), in);
+    if (span && in) {
+      kmin = k < kmin ? k : kmin;
+      kmax = k > kmax ? k : kmax;
+    }
   }
 };
+
+// Merges each thread's key span [kmin, kmax] (kmin > kmax: none) into *lo and *hi in shared
+// memory (*lo from 0xFFFFFFFF, *hi from 0): one atomic pair per warp on CUDA sm_80+ (all lanes
+// call it), per lane elsewhere. The caller's next barrier completes it.
+__device__ static inline void topk_span_merge(topk_u32* lo, topk_u32* hi, topk_u32 kmin, topk_u32 kmax) {
+#if defined(TOPK_WARP_AGG) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  kmin = __reduce_min_sync(TOPK_FULL, kmin);
+  kmax = __reduce_max_sync(TOPK_FULL, kmax);
+  if (topk_lane() != 0u) return;
+#endif
+  if (kmin <= kmax) {
+    topk_atomic_min_u(lo, kmin);
+    topk_atomic_max_u(hi, kmax);
+  }
+}
 
 // Step 3, emit: keys above the exact K-th key, and `need` keys equal to it.
 struct TopkEmitOp {
@@ -33,11 +56,16 @@ struct TopkEmitOp {
 
 // One radix pass's histogram: the 8-bit digit at `shift` of the fine keys of src's values in bin
 // t (every value when t < 0) whose higher digits equal `prefix` (under `mask`), into sh.hist[0, 256).
-// All threads call it; ends with a barrier.
+// With `span` (two shared words, free until the barrier that ends the pass), also the smallest
+// and largest of those keys in span[0] and span[1]. All threads call it; ends with a barrier.
 template <typename Src>
 __device__ static inline void topk_digit_hist(TopkShared& sh, const Src& src, int t, topk_u32 mask,
-                                              topk_u32 prefix, int shift) {
+                                              topk_u32 prefix, int shift, topk_u32* span = nullptr) {
   topk_clear_hist(sh, 256);
+  if (span && TOPK_TID == 0) {
+    span[0] = 0xFFFFFFFFu;
+    span[1] = 0u;
+  }
   TOPK_SYNC();
   TopkDigitOp dop;
   dop.hist = sh.hist;
@@ -45,7 +73,11 @@ __device__ static inline void topk_digit_hist(TopkShared& sh, const Src& src, in
   dop.mask = mask;
   dop.prefix = prefix;
   dop.shift = shift;
+  dop.span = span != nullptr;
+  dop.kmin = 0xFFFFFFFFu;
+  dop.kmax = 0u;
   src.visit(dop);
+  if (span) topk_span_merge(&span[0], &span[1], dop.kmin, dop.kmax);
   TOPK_SYNC();
 }
 
@@ -61,13 +93,25 @@ __device__ static inline void topk_digit_take(TopkShared& sh, int& need, topk_u3
 
 // Radix select among the elements of coarse bin `t` of `src` (every element when t < 0): finds
 // the exact threshold fine key and how many elements equal to it to take, then emits. `need`
-// >= 1 elements are still to be emitted from bin t.
+// >= 1 elements are still to be emitted from bin t. The first pass also finds the bin's key span
+// (in sh.scan[0..1], free between threshold searches): a bin of one key (all-equal rows, heavy
+// ties) then has every digit resolved, and one pass emits it (two passes over src, not five).
 template <typename Src>
 __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, int t,
                                                int need, int* out, const TopkTransform& tr) {
   topk_u32 prefix = 0u, mask = 0u;
+  topk_u32* const span = reinterpret_cast<topk_u32*>(sh.scan);
   for (int shift = 24; shift >= 0; shift -= 8) {
-    topk_digit_hist(sh, src, t, mask, prefix, shift);
+    topk_digit_hist(sh, src, t, mask, prefix, shift, shift == 24 ? span : nullptr);
+    if (shift == 24) {
+      const topk_u32 lo = span[0], hi = span[1];
+      TOPK_SYNC();             // every thread has read the span before the search reuses sh.scan
+      if (lo == hi) {          // block-uniform: one key, none above it in the bin
+        prefix = lo;
+        mask = 0xFFFFFFFFu;
+        break;
+      }
+    }
     topk_find_threshold(sh, 256, need);
     topk_digit_take(sh, need, prefix, mask, shift);
     TOPK_STAMP(sh, 5 + (24 - shift) / 8);
@@ -304,10 +348,7 @@ __device__ static inline void topk_range_pass(TopkShared& sh, TopkRangeOp& op, c
     TOPK_SYNC();
   }
   src.visit(op);
-  if (op.mode == 0 && op.kmin <= op.kmax) {
-    topk_atomic_min_u(&TOPK_NMIN(sh), op.kmin);
-    topk_atomic_max_u(&TOPK_NMAX(sh), op.kmax);
-  }
+  if (op.mode == 0) topk_span_merge(&TOPK_NMIN(sh), &TOPK_NMAX(sh), op.kmin, op.kmax);
   TOPK_SYNC();
 }
 

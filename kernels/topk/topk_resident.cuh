@@ -27,6 +27,8 @@
 #define TOPK_RWS_CAND 2                             // list entries appended
 #define TOPK_RWS_OUT2 3                             // bin-t output slots taken (overflow refine)
 #define TOPK_RWS_EQ 4                               // threshold-key values claimed (overflow refine)
+#define TOPK_RWS_NLO 5                              // ~ the smallest key of bin t (overflow refine; 0: none)
+#define TOPK_RWS_NHI 6                              // the largest key of bin t (overflow refine)
 #define TOPK_RWS_GSUM 8                             // [TOPK_CG] group sums of the row
 #define TOPK_RWS_GBIN (TOPK_RWS_GSUM + TOPK_CG)     // [TOPK_CGS] bins of the threshold group
 #define TOPK_RWS_DIG (TOPK_RWS_GBIN + TOPK_CGS)     // [4][256] digit histograms (overflow refine)
@@ -215,19 +217,37 @@ __device__ static inline bool topk_res_last(int* rs, int* ctr, int target) {
   return rs[TOPK_RS_LAST] != 0;
 }
 
-// Overflow refine of a row over several blocks: four radix passes over the bin-t values of every
-// block's slice, each pass's digit histogram merged in the workspace (barriers 3..6), then each
-// block emits its values above the exact key and claims its share of the values equal to it.
-__device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int* rs, const TopkSliceSrc& src,
-                                                            int* w, int parts, int t, int above, int need,
-                                                            int* o, const TopkTransform& tr) {
+// Overflow refine of a row over several blocks: up to four radix passes over the bin-t values of
+// every block's slice, each pass's digit histogram merged in the workspace (barriers 3, 4, ...),
+// then each block emits its values above the exact key and claims its share of the values equal
+// to it. The first pass also merges bin t's key span: a bin of one key (all-equal rows) has every
+// digit resolved after it. Returns the passes made (row-uniform).
+__device__ static TOPK_NOINLINE int topk_res_spread_refine(TopkShared& sh, int* rs, const TopkSliceSrc& src,
+                                                           int* w, int parts, int t, int above, int need,
+                                                           int* o, const TopkTransform& tr) {
   topk_u32 prefix = 0u, mask = 0u;
+  topk_u32* const span = reinterpret_cast<topk_u32*>(sh.scan);   // free between threshold searches
+  int passes = 0;
   for (int pass = 0; pass < 4; ++pass) {
     const int shift = 24 - 8 * pass;
-    topk_digit_hist(sh, src, t, mask, prefix, shift);
+    topk_digit_hist(sh, src, t, mask, prefix, shift, pass == 0 ? span : nullptr);
     int* dig = w + TOPK_RWS_DIG + 256 * pass;
     topk_res_merge(sh.hist, dig, 256);
+    if (pass == 0 && TOPK_TID == 0 && span[0] <= span[1]) {   // before this block's arrival
+      topk_atomic_max_dev_u((topk_u32*)(w + TOPK_RWS_NLO), ~span[0]);
+      topk_atomic_max_dev_u((topk_u32*)(w + TOPK_RWS_NHI), span[1]);
+    }
     topk_res_barrier(w + TOPK_RWS_ARRIVE, (3 + pass) * parts);
+    ++passes;
+    if (pass == 0) {
+      const topk_u32 lo = ~(topk_u32)topk_ld_dev(w + TOPK_RWS_NLO);
+      const topk_u32 hi = (topk_u32)topk_ld_dev(w + TOPK_RWS_NHI);
+      if (lo == hi) {        // row-uniform: one key, none above it in the bin
+        prefix = lo;
+        mask = 0xFFFFFFFFu;
+        break;
+      }
+    }
     topk_res_fetch_counts(dig, sh.hist, 256);
     topk_find_threshold(sh, 256, need);
     topk_digit_take(sh, need, prefix, mask, shift);
@@ -264,6 +284,7 @@ __device__ static TOPK_NOINLINE void topk_res_spread_refine(TopkShared& sh, int*
   eop.out = o;
   eop.tr = &tr;
   src.visit(eop);
+  return passes;
 }
 
 // Steps 2-3 of a row over `parts` blocks (see the head of this file). w: the row's workspace.
@@ -312,10 +333,7 @@ __device__ static inline bool topk_res_spread(TopkShared& sh, int* rs, const Top
   topk_res_collect(sh, src, t, fits, (topk_u32*)(w + TOPK_RWS_ZERO), o, tr);
   TOPK_STAMP(sh, 4);
   int finals = 3;                        // the last arrival's count, in units of parts
-  if (!fits) {
-    topk_res_spread_refine(sh, rs, src, w, parts, t, above, K - above, o, tr);
-    finals = 7;
-  }
+  if (!fits) finals += topk_res_spread_refine(sh, rs, src, w, parts, t, above, K - above, o, tr);
   if (!topk_res_last(rs, w + TOPK_RWS_ARRIVE, finals * parts)) return false;
   // the row's last block: every other block is done with the workspace
   if (fits) {
