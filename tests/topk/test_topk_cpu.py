@@ -16,7 +16,7 @@ from occtune.build import compiled
 from occtune.kernels.topk import reference as ref
 from occtune.build import rtc
 from occtune.errors import UserError
-from clihelp import load_benchmark
+from clihelp import REPO, load_benchmark
 from doubles import fake_sms
 
 K = 64
@@ -942,25 +942,42 @@ def test_bench_topk_path_says_when_the_plan_changed_the_threads():
     assert bench._path({**run, "resident": 128, "block_threads": 512}) == "r128@512"
     assert bench._path({"resident": 0, "split": 2, "cluster": 0, "cluster_regs": 0, "threads": 512}) == "2"
 
-def test_read_probe_sees_each_chunks_first_and_last_value(monkeypatch):
+# The probe's kernels under Triton's interpreter, in a child process: the interpreter must be on
+# before Triton is first imported (its own @jit library functions, e.g. tl.max's combine, are
+# decorated then), so an earlier test in this process that imported Triton without it would fail
+# the kernel with "Cannot call @triton.jit'd outside of the scope of a kernel".
+READ_PROBE_CHILD = r"""
+import json, sys
+import torch
+sys.path.insert(0, %r)
+import read_probe as probe
+x = torch.rand(3, 10000, generator=torch.Generator().manual_seed(0))
+flat = x.reshape(-1)
+n = flat.numel()
+wrong = []
+for c, block, warps in (*probe.CONFIGS, (6144, 4096, 4)):
+    for first in (True, False):
+        at = [i * c if first else min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
+        y = flat.clone()
+        y[at] = 2.0 + torch.arange(len(at), dtype=torch.float32)
+        got = probe.chunk_max(y, c, block, warps).tolist()
+        if got != [2.0 + i for i in range(len(at))]:
+            wrong.append({"chunk": c, "first": first, "got": got})
+print(json.dumps({"wrong": wrong, "checks": [check() for _, _, check in probe.probes(x)],
+                  "configs": len(probe.CONFIGS)}))
+"""
+
+
+def test_read_probe_sees_each_chunks_first_and_last_value():
     """The read-once probe (benchmarks/read_probe.py) is a floor only if each program reads its own
     chunk, all of it: a chunk's max planted at its first or its last value (the last chunk is
     short; one chunk is not a multiple of the step) must come back, and nothing from the next
     chunk; the probes' own checks pass on random rows."""
-    import torch
+    from childproc import child_json
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    probe = load_benchmark("read_probe")
-    x = torch.rand(3, 10000)
-    flat = x.reshape(-1)
-    n = flat.numel()
-    for c, block, warps in (*probe.CONFIGS, (6144, 4096, 4)):
-        for first in (True, False):
-            at = [i * c if first else min((i + 1) * c, n) - 1 for i in range(-(-n // c))]
-            y = flat.clone()
-            y[at] = 2.0 + torch.arange(len(at), dtype=torch.float32)
-            assert probe.chunk_max(y, c, block, warps).tolist() == [2.0 + i for i in range(len(at))], (c, first)
-    assert all(check() for _, _, check in probe.probes(x))
+    got = child_json(READ_PROBE_CHILD % str(REPO / "benchmarks"), {"TRITON_INTERPRET": "1"})
+    assert got["wrong"] == [], got["wrong"]
+    assert len(got["checks"]) > got["configs"] and all(got["checks"]), got["checks"]
 
 
 def test_read_probe_refuses_a_wrong_probe(monkeypatch):
