@@ -56,8 +56,9 @@ struct TopkEmitOp {
 
 // One radix pass's histogram: the 8-bit digit at `shift` of the fine keys of src's values in bin
 // t (every value when t < 0) whose higher digits equal `prefix` (under `mask`), into sh.hist[0, 256).
-// With `span` (two shared words, free until the barrier that ends the pass), also the smallest
-// and largest of those keys in span[0] and span[1]. All threads call it; ends with a barrier.
+// With `span` (two shared words that nothing else uses until the caller has read them after the
+// barrier that ends the pass), also the smallest and largest of those keys in span[0] and span[1].
+// All threads call it; ends with a barrier.
 template <typename Src>
 __device__ static inline void topk_digit_hist(TopkShared& sh, const Src& src, int t, topk_u32 mask,
                                               topk_u32 prefix, int shift, topk_u32* span = nullptr) {
@@ -109,6 +110,7 @@ __device__ static inline void topk_refine_emit(TopkShared& sh, const Src& src, i
       if (lo == hi) {          // block-uniform: one key, none above it in the bin
         prefix = lo;
         mask = 0xFFFFFFFFu;
+        for (int i = 5; i <= 8; ++i) TOPK_STAMP(sh, i);   // the passes it saves (profile builds)
         break;
       }
     }
