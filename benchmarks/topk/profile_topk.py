@@ -56,6 +56,23 @@ def phase_cycles(r, a, b):
     return r[b] - r[a] if r[a] >= 0 else None
 
 
+def stamped(rows):
+    """``rows`` with every row that no profiled block wrote replaced by "not reached" (-1s), in
+    place (row numbers keep their meaning). A written row has stamp 0 = 0 (cycles since itself)
+    and, where it holds a timeline, one that ends after it starts and spans under a second; a
+    block that returns before TOPK_PROF_DUMP (the cluster kernel's overflow branches) leaves its
+    row's top-k indices there, which must not be read as cycles."""
+    def ok(r):
+        if not r or r[0] != 0:
+            return False
+        if len(r) < 15:
+            return True
+        start = (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF)
+        end = (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF)
+        return 0 <= end - start < 10**9
+    return [r if ok(r) else [-1] * len(r) for r in rows]
+
+
 def timeline(stamps):
     """(row, start ns, end ns, SM) on the global timer of every row's block that wrote it."""
     return [(i, (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF), (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF),
@@ -162,15 +179,19 @@ def main(argv=None) -> int:
                     med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, **opts), a.reps)
                     phases = RESIDENT_PHASES if diag["resident"] else PHASES
                     cols = [p[0] for p in phases] + ["kernel_max"]
-                    st = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
+                    raw = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
+                    st = stamped(raw)
+                    if not any(r and r[0] == 0 for r in st):
+                        print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {_path(diag):>6} {med:8.1f}  no stamps: no block "
+                              "of this path wrote the profile (the cluster kernel's overflow branches do not)",
+                              flush=True)
+                        continue
                     ph = phase_table(st, ghz, phases)
                     # again at once: the profiling build's code is now in the L2 and the SMs'
                     # instruction caches (the first call above ran it cold)
-                    st2 = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
+                    st2 = stamped(tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist())
                     ph2 = phase_table(st2, ghz, phases)
-                    path = (f"r{diag['resident']}" if diag["resident"] else
-                            f"{diag['split']}{'c' if diag['cluster'] else ''}")
-                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {path:>6} {med:8.1f}  "
+                    print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {_path(diag):>6} {med:8.1f}  "
                           + " ".join(f"{c} {ph[c]:.2f}" for c in cols), flush=True)
                     print(f"{'(same, code warm)':>38}  " + " ".join(f"{c} {ph2[c]:.2f}" for c in cols), flush=True)
                     blocks += block_rows(st2, ghz, {"B": B, "L": L, "threads": threads, "bits": bits,
@@ -200,6 +221,11 @@ def scores(torch, dist: str, B: int, L: int, k: int):
 
     s_np, _ = ref.make_case(dist, B, L, k, seed=1)
     return torch.from_numpy(s_np).cuda()
+
+
+def _path(diag) -> str:
+    """The launch path of a call's diagnostics: r<N> resident, <S>c cluster, <S> split or one block."""
+    return f"r{diag['resident']}" if diag["resident"] else f"{diag['split']}{'c' if diag['cluster'] else ''}"
 
 
 # a row of --blocks-csv: one profiled block (row) of one config and path

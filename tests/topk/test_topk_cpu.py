@@ -988,3 +988,18 @@ def test_read_probe_refuses_a_wrong_probe(monkeypatch):
     monkeypatch.setattr(probe, "probes", lambda x: [("bad", lambda: None, lambda: False)])
     with pytest.raises(RuntimeError, match="read probe 'bad' gave a wrong result"):
         probe.read_once_us(torch.zeros(1, 8))
+
+
+def test_profile_reads_only_rows_a_profiled_block_wrote():
+    """profile_topk.py's phase table: a row holding top-k indices (a path whose blocks return before
+    TOPK_PROF_DUMP) is "not reached", not cycles; a written row keeps its place and its phases."""
+    prof = load_benchmark("topk/profile_topk")
+    t0, t1 = 5 << 32, (5 << 32) + 20_000                     # global timer: a 20 us block
+    written = [0, 100, 300, 500, 700, -1, -1, -1, -1, 900,
+               t0 & 0xFFFFFFFF, t0 >> 32, t1 & 0xFFFFFFFF, t1 >> 32, 7]
+    indices = list(range(15))                                 # an all-equal row's first outputs
+    rows = prof.stamped([indices, written, [3] + written[1:]])
+    assert rows[1] == written and rows[0] == [-1] * 15 and rows[2] == [-1] * 15
+    table = prof.phase_table(rows, 1.0)
+    assert table["sample"] == 0.1 and table["kernel"] == 0.9 and table["sms"] == 1
+    assert [r["row"] for r in prof.block_rows(rows, 1.0, {})] == [1]
