@@ -24,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # benchmarks/: harness.py, read_probe.py
 from harness import check_csv, gpu_missing, kernel_time, parse_shapes, refuse, write_csv  # noqa: E402
 
+from bench_topk import _path  # noqa: E402  (beside this file: the bench's path label, from a call's diagnostics too)
+
 PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 4),
           ("p1", 4, 5), ("p2", 5, 6), ("p3", 6, 7), ("p4", 7, 8), ("emit", 8, 9), ("kernel", 0, 9)]
 # The resident kernel's stamps (topk_resident.cuh; a spread row's are those of the block that
@@ -67,16 +69,19 @@ def stamped(rows):
             return False
         if len(r) < 15:
             return True
-        start = (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF)
-        end = (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF)
+        start, end = _timer(r)
         return 0 <= end - start < 10**9
     return [r if ok(r) else [-1] * len(r) for r in rows]
 
 
+def _timer(r) -> tuple[int, int]:
+    """A row's block start and end on the global timer (ns): outputs 10-13, low and high words."""
+    return (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF), (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF)
+
+
 def timeline(stamps):
     """(row, start ns, end ns, SM) on the global timer of every row's block that wrote it."""
-    return [(i, (r[11] & 0xFFFFFFFF) << 32 | (r[10] & 0xFFFFFFFF), (r[13] & 0xFFFFFFFF) << 32 | (r[12] & 0xFFFFFFFF),
-             r[14]) for i, r in enumerate(stamps) if len(r) >= 15 and r[9] >= 0]
+    return [(i, *_timer(r), r[14]) for i, r in enumerate(stamps) if len(r) >= 15 and r[9] >= 0]
 
 
 def phase_table(stamps, ghz, phases=PHASES):
@@ -221,11 +226,6 @@ def scores(torch, dist: str, B: int, L: int, k: int):
 
     s_np, _ = ref.make_case(dist, B, L, k, seed=1)
     return torch.from_numpy(s_np).cuda()
-
-
-def _path(diag) -> str:
-    """The launch path of a call's diagnostics: r<N> resident, <S>c cluster, <S> split or one block."""
-    return f"r{diag['resident']}" if diag["resident"] else f"{diag['split']}{'c' if diag['cluster'] else ''}"
 
 
 # a row of --blocks-csv: one profiled block (row) of one config and path

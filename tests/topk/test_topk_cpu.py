@@ -1003,3 +1003,6 @@ def test_profile_reads_only_rows_a_profiled_block_wrote():
     table = prof.phase_table(rows, 1.0)
     assert table["sample"] == 0.1 and table["kernel"] == 0.9 and table["sms"] == 1
     assert [r["row"] for r in prof.block_rows(rows, 1.0, {})] == [1]
+    # its path label is the bench's, from a call's diagnostics (no block_threads there)
+    assert prof._path({"resident": 0, "split": 8, "cluster": 8, "cluster_regs": 4}) == "8cr"
+    assert prof._path({"resident": 128, "split": 1, "cluster": 0, "cluster_regs": 0}) == "r128"
