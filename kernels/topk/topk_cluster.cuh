@@ -20,11 +20,13 @@
 //     fit a list (TOPK_FLAG_BIN_OVF), radix passes over every block's kept list (DSMEM and the
 //     spill regions) while the other blocks wait; cluster barrier (no block leaves while block
 //     0 still reads its memory).
-// A spill region that overflows, or fewer than K kept (a bad sample), sends the row to block 0's
-// plain path (exact; TOPK_FLAG_REPLAY). Rows of at most K values, and short rows the register
-// path does not take, are done by block 0 alone. Same arguments, output and bin_counts as
-// topk_transform_kernel, then the scratch list (scratch_cap entries of 8 bytes per row, used
-// only for spills).
+// A spill region that overflows (all-equal rows, or a floor that kept far too many) keeps its
+// counts: every block reads its slice again and the cluster finishes bin t over the slices
+// (topk_cluster_narrow; TOPK_FLAG_ROW_PASSES). Fewer than K kept, or a threshold bin that the
+// floor cut (a bad sample), sends the row to block 0's plain path (exact; TOPK_FLAG_REPLAY).
+// Rows of at most K values, and short rows the register path does not take, are done by block
+// 0 alone. Same arguments, output and bin_counts as topk_transform_kernel, then the scratch list
+// (scratch_cap entries of 8 bytes per row, used only for spills).
 #if defined(TOPK_CLUSTER) && defined(TOPK_RESIDENT)
 #error "TOPK_CLUSTER and TOPK_RESIDENT are two builds"
 #endif
@@ -141,14 +143,6 @@ __device__ static inline int topk_cluster_slice(int len, unsigned rank, int* off
   return chunk;
 }
 
-#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-// After cluster barrier (1): every block's group sums (its TOPK_CTH_OWN part) into [S][CG].
-template <int S>
-__device__ static inline void topk_cluster_read_groups(int* cth) {
-  for (int i = TOPK_TID; i < S * TOPK_CG; i += TOPK_THREADS)
-    cth[i] = topk_map_rank(cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
-}
-
 // One warp's search of a [S][C] table a (shared memory, C = 16 or 64): the column c, counted
 // from the top, that holds the need-th value of the column sums, *above the sum of the columns
 // above it, *cnt its own sum. Every warp that calls it gets the same answer, without a block
@@ -189,6 +183,14 @@ __device__ static inline void topk_warp_find(const int* a, int need, int* col, i
   *col = h < 0 ? 0 : h;
   *above = __shfl_sync(TOPK_FULL, hab, src);
   *cnt = __shfl_sync(TOPK_FULL, hc, src);
+}
+
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+// After cluster barrier (1): every block's group sums (its TOPK_CTH_OWN part) into [S][CG].
+template <int S>
+__device__ static inline void topk_cluster_read_groups(int* cth) {
+  for (int i = TOPK_TID; i < S * TOPK_CG; i += TOPK_THREADS)
+    cth[i] = topk_map_rank(cth + TOPK_CTH_OWN(S), (unsigned)(i / TOPK_CG))[i % TOPK_CG];
 }
 
 // The two-level search over the tables read above and the S blocks' histograms (DSMEM): bin
@@ -232,9 +234,265 @@ __device__ static inline void topk_add_out_pos(TopkShared& sh, int mine) {
 #endif
 }
 
+// hist[d] += n of every lane's run (n = 0: none), lanes that share the first run's digit merged
+// into one atomic (all-equal slices: one per warp).
+__device__ static inline void topk_run_flush(int* hist, int d, int n) {
+  const unsigned m = __ballot_sync(TOPK_FULL, n > 0);
+  if (m == 0u) return;
+  const int lead = __ffs((int)m) - 1;
+  const int d0 = __shfl_sync(TOPK_FULL, d, lead);
+  const bool same = n > 0 && d == d0;
+  const int sum = (int)__reduce_add_sync(TOPK_FULL, same ? (unsigned)n : 0u);
+  if (topk_lane() == (unsigned)lead) atomicAdd(&hist[d0], sum);
+  else if (n > 0 && !same) atomicAdd(&hist[d], n);
+}
+
+// A block's slice of the row as the finish below visits it: f(i, x, valid) on every lane at
+// every step (a block-uniform trip count, so warp-aggregated updates apply), x the value at
+// index i of the slice (valid: i < n).
+template <int R>
+struct TopkRegSlice {        // the register path's: R float4 a thread, strided by the block
+  static constexpr bool in_registers = true;
+  const topk_f4 (&v)[R];
+  int n;
+  template <typename F>
+  __device__ inline void visit(F&& f) const {
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
+      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) f(i + j, x[j], i + j < n);
+    }
+  }
+};
+
+struct TopkGlobalSlice {     // the sampled path's, read again from global memory
+  static constexpr bool in_registers = false;
+  static constexpr int U = 4;   // float4 loads in flight per thread
+  const float* q;
+  int n;
+  template <typename F>
+  __device__ inline void visit(F&& f) const {
+    const bool al = (((unsigned long long)q) & 15ull) == 0ull;
+    for (int b = 0; b < n; b += 4 * U * TOPK_THREADS) {
+      topk_f4 a[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = b + 4 * (TOPK_TID + u * TOPK_THREADS);
+        if (al && i + 4 <= n) {
+          a[u] = *(const topk_f4*)(q + i);
+        } else {
+          a[u].x = i < n ? q[i] : 0.f;
+          a[u].y = i + 1 < n ? q[i + 1] : 0.f;
+          a[u].z = i + 2 < n ? q[i + 2] : 0.f;
+          a[u].w = i + 3 < n ? q[i + 3] : 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = b + 4 * (TOPK_TID + u * TOPK_THREADS);
+        const float x[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) f(i + j, x[j], i + j < n);
+      }
+    }
+  }
+};
+
+// The radix digit search of topk_cluster_narrow. This block's histogram of 256 digits is
+// complete in sh.hist; as topk_cluster_find, two levels (16 groups of 16 digits) over the S
+// blocks' histograms. Out: digit *d holds the need-th value, *above values lie in higher digits,
+// *cnt in digit *d, *before of them in the blocks of lower rank; this thread's part of the
+// block's slots for higher digits is added to sh.out_pos. Ends with a cluster barrier (no block
+// reads another's tables or histogram any more). cth: TOPK_CTH_N(S) ints of shared scratch.
+template <int S>
+__device__ static inline void topk_cluster_digit_find(TopkShared& sh, int* cth, int need, unsigned rank,
+                                                      int* d, int* above, int* cnt, int* before) {
+  constexpr int G = 16;
+  static_assert(TOPK_CG >= G && TOPK_CGS >= G, "the [S][16] digit tables sit inside TOPK_CTH_*");
+  int* const own = cth + TOPK_CTH_OWN(S);                // [G] this block's group sums
+  int* const gb = cth + TOPK_CTH_B(S);                   // [S][G] the threshold group's digits
+  for (int g = TOPK_TID; g < G; g += TOPK_THREADS) {
+    int s = 0;
+    for (int j = 0; j < G; ++j) s += sh.hist[g * G + j];
+    own[g] = s;
+  }
+  topk_cluster_sync();                                   // every block's digits and group sums
+  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS) cth[i] = topk_map_rank(own, (unsigned)(i / G))[i % G];
+  TOPK_SYNC();
+  int g, a1, ng, j, a2;
+  topk_warp_find<S, G>(cth, need, &g, &a1, &ng);
+  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS)
+    gb[i] = topk_map_rank(sh.hist, (unsigned)(i / G))[g * G + i % G];
+  TOPK_SYNC();
+  topk_warp_find<S, G>(gb, need - a1, &j, &a2, cnt);
+  int mine = 0, bef = 0;
+  for (int i = TOPK_TID; i < (int)rank * G; i += TOPK_THREADS)
+    mine += (i % G > g ? cth[i] : 0) + (i % G > j ? gb[i] : 0);
+  topk_add_out_pos(sh, mine);
+  for (int r = 0; r < (int)rank; ++r) bef += gb[r * G + j];
+  *d = g * G + j;
+  *above = a1 + a2;
+  *before = bef;
+  topk_cluster_sync();
+}
+
+// The same out of line, for slices read from global memory (the sampled path's cold finish):
+// inlined there, its cluster searches made ptxas spill in the sampled path's hot code (the
+// 512-thread cluster-of-3 build: 44 bytes, none without it).
+template <int S>
+__device__ static TOPK_NOINLINE void topk_cluster_digit_find_ool(TopkShared& sh, int* cth, int need,
+                                                                 unsigned rank, int* d, int* above,
+                                                                 int* cnt, int* before) {
+  topk_cluster_digit_find<S>(sh, cth, need, rank, d, above, cnt, before);
+}
+
+// Bin t of a row whose S slices every block can visit (Slice: its registers, or its slice of
+// the row read again), once the coarse search has found t (nt values, `above` in bins > t) and
+// this block's output slots for bins > t are in sh.out_pos. Where bin t does not fit block 0's
+// stage (nt > TOPK_CAP: ties, or a dense bin): radix passes over the fine keys of the bin-t
+// values of every slice (8-bit digits from the top; no kept list), each a cluster-wide digit
+// search, until the values at the threshold fit the stage. Then one visit emits each block's
+// values above the threshold and pushes those at it to block 0's stage (from `first`, this
+// block's first bin-t slot, read by thread 0, where no pass ran), and block 0 finishes them as a
+// list. Where they still do not fit after the last digit they are all equal: each block emits
+// its share of the `need` still wanted, in rank order. The first pass also finds bin t's smallest
+// and largest fine key over the cluster (each block's in sh.scan[0..1], read over DSMEM after
+// the digit search): when they are one key, its digits are all resolved at once (all-equal rows
+// take one pass, not four). Block 0 writes the row's report: nt, `flags`, TOPK_FLAG_BIN_OVF
+// where bin t did not fit. Profile stamps: 4 the first digit pass, 5 the digit searches, 6 the
+// emission, 7 the last barrier (on block 0 a list finish writes its own 5-8 over them).
+template <typename Slice>
+__device__ static inline void topk_cluster_narrow(TopkShared& sh, int* cth, topk_u32* stage, const Slice& s,
+                                                  int off, int K, unsigned rank, int t, int above, int nt,
+                                                  int first, int flags, int* o, const TopkTransform& tr,
+                                                  int* diag) {
+  int need = K - above, cnt = nt, before = first;
+  topk_u32 prefix = 0u, mask = 0u;
+  topk_u32 lo = 0xFFFFFFFFu, hi = 0u;                   // this thread's bin-t fine keys (first pass)
+  topk_u32* const span = reinterpret_cast<topk_u32*>(sh.scan);   // this block's [lo, hi]
+  const float thr = topk_bin_prefilter(t);
+  if (TOPK_TID == 0) {
+    span[0] = 0xFFFFFFFFu;
+    span[1] = 0u;
+  }
+  topk_cluster_sync();                                   // every block has read the coarse tables
+  for (int shift = 24; shift >= 0 && cnt > TOPK_CAP; shift -= 8) {   // cluster-uniform
+    topk_clear_hist(sh, 256);
+    TOPK_SYNC();
+    int run_d = 0, run_n = 0;      // this thread's run of one digit, added when the digit changes
+    s.visit([&](int, float x, bool valid) {
+      const topk_u32 bits = topk_canon(topk_bits(x));
+      const topk_u32 k = topk_fine_key(bits);
+      const bool in = valid && !(x <= thr) && topk_bin(bits) == t && (k & mask) == prefix;
+      const int d = (int)((k >> shift) & 255u);
+      if (in && d != run_d) {
+        if (run_n) atomicAdd(&sh.hist[run_d], run_n);
+        run_d = d;
+        run_n = 0;
+      }
+      run_n += in;
+      if (shift == 24) {     // the first pass only (cluster-uniform)
+        lo = in && k < lo ? k : lo;
+        hi = in && k > hi ? k : hi;
+      }
+    });
+    topk_run_flush(sh.hist, run_d, run_n);
+    TOPK_PROF_SYNC();
+    if (shift == 24) TOPK_STAMP(sh, 4);   // profile builds: the first pass's end
+    if (shift == 24) {
+      lo = __reduce_min_sync(TOPK_FULL, lo);
+      hi = __reduce_max_sync(TOPK_FULL, hi);
+      if (topk_lane() == 0u) {
+        atomicMin(&span[0], lo);
+        atomicMax(&span[1], hi);
+      }
+    }
+    TOPK_SYNC();
+    int dg, ab;
+    if constexpr (Slice::in_registers)
+      topk_cluster_digit_find<TOPK_CLUSTER>(sh, cth, need, rank, &dg, &ab, &cnt, &before);
+    else
+      topk_cluster_digit_find_ool<TOPK_CLUSTER>(sh, cth, need, rank, &dg, &ab, &cnt, &before);
+    need -= ab;
+    prefix |= (topk_u32)dg << shift;
+    mask |= 255u << shift;
+    if (shift == 24) {       // every block's span is written (digit_find's cluster barriers)
+      const int r = (int)topk_lane();
+      const topk_u32* far = topk_map_rank(span, (unsigned)(r < TOPK_CLUSTER ? r : 0));
+      lo = __reduce_min_sync(TOPK_FULL, far[0]);
+      hi = __reduce_max_sync(TOPK_FULL, far[1]);
+      if (lo == hi) {        // one key: every digit is resolved (cluster-uniform)
+        prefix = lo;
+        mask = 0xFFFFFFFFu;
+        break;
+      }
+    }
+  }
+  TOPK_STAMP(sh, 5);
+  const bool ties = cnt > TOPK_CAP;                      // one key, every digit resolved
+  const int quota = need - before;                       // ties: how many this block emits
+  if (TOPK_TID == 0) {
+    sh.cand_n = before;      // this block's first slot in block 0's stage
+    sh.eq_taken = 0;
+  }
+  TOPK_SYNC();
+  const unsigned push = topk_cluster_addr(stage, 0u);
+  s.visit([&](int i, float x, bool valid) {   // slots reserved once per warp and counter
+    const topk_u32 bits = topk_canon(topk_bits(x));
+    const int bin = topk_bin(bits);
+    const topk_u32 k = topk_fine_key(bits) & mask;
+    const bool live = valid && !(x <= thr);              // thr: below bin t (one compare)
+    const bool at = live && bin == t && k == prefix;
+    const int pos = topk_reserve<true>(&sh.out_pos, live && (bin > t || (bin == t && k > prefix)));
+    if (pos >= 0) o[pos] = tr.apply(off + i);
+    if (!ties) {
+      const int c = topk_reserve<true>(&sh.cand_n, at);
+      if (c >= 0) topk_cluster_st2(push + 8u * (unsigned)c, (topk_u32)(off + i), bits);
+    } else {                 // no reservation once the block's quota is taken
+      const bool open = quota > 0 && *(volatile const int*)&sh.eq_taken < quota;
+      const int e = topk_reserve<true>(&sh.eq_taken, at && open);
+      if (e >= 0 && e < quota) o[K - need + before + e] = tr.apply(off + i);
+    }
+  });
+  TOPK_PROF_SYNC();
+  TOPK_STAMP(sh, 6);
+  topk_cluster_sync();                                   // every push has landed
+  TOPK_STAMP(sh, 7);
+  if (rank != 0) return;
+  if (TOPK_TID == 0) {
+    diag[0] = nt;
+    sh.out_pos = K - need;   // the values left fill the slots after every block's larger ones
+    sh.flags |= flags | (nt > TOPK_CAP ? TOPK_FLAG_BIN_OVF : 0);
+  }
+  TOPK_SYNC();
+  if (!ties) topk_list_emit(sh, stage, cnt, need, o, tr);
+  topk_write_flags(sh, diag);
+}
+
+// The sampled path's finish where a kept list overflowed: each block's slice of the row p (len
+// values), read again (out of line: a cold path, kept out of the main path's registers). Bin t,
+// the count above it, its count and this block's first bin-t slot come in sh.sel_bin,
+// sh.sel_above, sh.scan[2] and sh.cand_n (written by thread 0, then a barrier).
+__device__ static TOPK_NOINLINE void topk_cluster_reread(TopkShared& sh, int* cth, topk_u32* stage,
+                                                         const float* p, int len, int K, int* o,
+                                                         const TopkTransform& tr, int* diag) {
+  const int t = sh.sel_bin, above = sh.sel_above, nt = sh.scan[2], first = sh.cand_n;
+  const unsigned rank = topk_cluster_rank();
+  TOPK_SYNC();
+  int off, n;
+  topk_cluster_slice<TOPK_CLUSTER>(len, rank, &off, &n);
+  const TopkGlobalSlice slice{p + off, n};
+  topk_cluster_narrow(sh, cth, stage, slice, off, K, rank, t, above, nt, first,
+                      TOPK_FLAG_SPILL | TOPK_FLAG_ROW_PASSES, o, tr, diag);
+}
+
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
 // The register path's slice [0, n) of q into v (R float4 a thread, strided by the block), and
-// every value's coarse bin counted in sh.hist.
+// every value's coarse bin counted in sh.hist (one atomic per value: the warp-merged add, which
+// would spare an all-equal slice 31 of 32 atomics, made the clean (8, 128K) 14% slower on the
+// H200, 20.2 against 17.7 us: benchmarks/records/topk_decode/r9_58780a3+slices1/).
 __device__ static inline void topk_regs_load_count(TopkShared& sh, const float* q, int n,
                                                    topk_f4 (&v)[TOPK_CLUSTER_REGS]) {
 #pragma unroll
@@ -285,153 +543,6 @@ __device__ static inline void topk_regs_emit(TopkShared& sh, const topk_f4 (&v)[
   }
 }
 
-// The radix digit search of topk_cluster_regs_narrow. This block's histogram of 256 digits is
-// complete in sh.hist; as topk_cluster_find, two levels (16 groups of 16 digits) over the S
-// blocks' histograms. Out: digit *d holds the need-th value, *above values lie in higher digits,
-// *cnt in digit *d, *before of them in the blocks of lower rank; this thread's part of the
-// block's slots for higher digits is added to sh.out_pos. Ends with a cluster barrier (no block
-// reads another's tables or histogram any more).
-template <int S>
-__device__ static inline void topk_cluster_digit_find(TopkShared& sh, int* cth, int need, unsigned rank,
-                                                      int* d, int* above, int* cnt, int* before) {
-  constexpr int G = 16;
-  int* const own = cth + TOPK_CTH_OWN(S);                // [G] this block's group sums
-  int* const gb = cth + TOPK_CTH_B(S);                   // [S][G] the threshold group's digits
-  for (int g = TOPK_TID; g < G; g += TOPK_THREADS) {
-    int s = 0;
-    for (int j = 0; j < G; ++j) s += sh.hist[g * G + j];
-    own[g] = s;
-  }
-  topk_cluster_sync();                                   // every block's digits and group sums
-  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS) cth[i] = topk_map_rank(own, (unsigned)(i / G))[i % G];
-  TOPK_SYNC();
-  int g, a1, ng, j, a2;
-  topk_warp_find<S, G>(cth, need, &g, &a1, &ng);
-  for (int i = TOPK_TID; i < S * G; i += TOPK_THREADS)
-    gb[i] = topk_map_rank(sh.hist, (unsigned)(i / G))[g * G + i % G];
-  TOPK_SYNC();
-  topk_warp_find<S, G>(gb, need - a1, &j, &a2, cnt);
-  int mine = 0, bef = 0;
-  for (int i = TOPK_TID; i < (int)rank * G; i += TOPK_THREADS)
-    mine += (i % G > g ? cth[i] : 0) + (i % G > j ? gb[i] : 0);
-  topk_add_out_pos(sh, mine);
-  for (int r = 0; r < (int)rank; ++r) bef += gb[r * G + j];
-  *d = g * G + j;
-  *above = a1 + a2;
-  *before = bef;
-  topk_cluster_sync();
-}
-
-// Bin t of the register path when it does not fit block 0's stage (nt > TOPK_CAP: ties, or a
-// dense bin): radix passes over the fine keys of the bin-t values that the blocks hold in
-// registers (8-bit digits from the top; no read of the row, no kept list), each a cluster-wide
-// digit search, until the values at the threshold fit the stage. Those are pushed to block 0,
-// which finishes them as a list. Where they still do not fit after the last digit they are all
-// equal: each block emits its share of the `need` still wanted, in rank order. The first pass
-// also finds bin t's smallest and largest fine key over the cluster (each block's in sh.scan[0..1],
-// read over DSMEM after the digit search): when they are one key, its digits are all resolved
-// at once (all-equal rows take one pass, not four). Block 0 flags the row TOPK_FLAG_BIN_OVF.
-// Every block calls it after topk_cluster_find, with its output slots for bins > t already in
-// sh.out_pos.
-__device__ static inline void topk_cluster_regs_narrow(
-    TopkShared& sh, int* cth, topk_u32* stage, const topk_f4 (&v)[TOPK_CLUSTER_REGS], int off, int n,
-    int K, unsigned rank, int t, int above, int nt, int* o, const TopkTransform& tr, int* diag) {
-  int need = K - above, cnt = nt, before = 0;
-  topk_u32 prefix = 0u, mask = 0u;
-  topk_u32 lo = 0xFFFFFFFFu, hi = 0u;                   // this thread's bin-t fine keys (first pass)
-  topk_u32* const span = reinterpret_cast<topk_u32*>(sh.scan);   // this block's [lo, hi]
-  if (TOPK_TID == 0) {
-    span[0] = 0xFFFFFFFFu;
-    span[1] = 0u;
-  }
-  topk_cluster_sync();                                   // every block has read the coarse tables
-  for (int shift = 24; shift >= 0 && cnt > TOPK_CAP; shift -= 8) {   // cluster-uniform
-    topk_clear_hist(sh, 256);
-    TOPK_SYNC();
-#pragma unroll
-    for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
-      const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
-      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const topk_u32 bits = topk_canon(topk_bits(x[j]));
-        const topk_u32 k = topk_fine_key(bits);
-        const bool in = i + j < n && topk_bin(bits) == t && (k & mask) == prefix;
-        topk_hist_add<true>(sh.hist, (int)((k >> shift) & 255u), in);
-        if (shift == 24) {   // the first pass only (cluster-uniform)
-          lo = in && k < lo ? k : lo;
-          hi = in && k > hi ? k : hi;
-        }
-      }
-    }
-    if (shift == 24) {
-      lo = __reduce_min_sync(TOPK_FULL, lo);
-      hi = __reduce_max_sync(TOPK_FULL, hi);
-      if (topk_lane() == 0u) {
-        atomicMin(&span[0], lo);
-        atomicMax(&span[1], hi);
-      }
-    }
-    TOPK_SYNC();
-    int dg, ab;
-    topk_cluster_digit_find<TOPK_CLUSTER>(sh, cth, need, rank, &dg, &ab, &cnt, &before);
-    need -= ab;
-    prefix |= (topk_u32)dg << shift;
-    mask |= 255u << shift;
-    if (shift == 24) {       // every block's span is written (digit_find's cluster barriers)
-      const int r = (int)topk_lane();
-      const topk_u32* far = topk_map_rank(span, (unsigned)(r < TOPK_CLUSTER ? r : 0));
-      lo = __reduce_min_sync(TOPK_FULL, far[0]);
-      hi = __reduce_max_sync(TOPK_FULL, far[1]);
-      if (lo == hi) {        // one key: every digit is resolved (cluster-uniform)
-        prefix = lo;
-        mask = 0xFFFFFFFFu;
-        break;
-      }
-    }
-  }
-  const bool ties = cnt > TOPK_CAP;                      // one key, every digit resolved
-  if (TOPK_TID == 0) {
-    sh.cand_n = before;      // this block's first slot in block 0's stage
-    sh.eq_taken = 0;
-  }
-  TOPK_SYNC();
-  const unsigned push = topk_cluster_addr(stage, 0u);
-  const float thr = topk_bin_prefilter(t);
-#pragma unroll
-  for (int u = 0; u < TOPK_CLUSTER_REGS; ++u) {
-    const int i = 4 * (TOPK_TID + u * TOPK_THREADS);
-    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {       // warp-uniform: slots reserved once per warp (ties)
-      const topk_u32 bits = topk_canon(topk_bits(x[j]));
-      const int bin = topk_bin(bits);
-      const topk_u32 k = topk_fine_key(bits) & mask;
-      const bool live = i + j < n && !(x[j] <= thr);     // thr: below bin t (one compare)
-      const bool at = live && bin == t && k == prefix;
-      const int pos = topk_reserve<true>(&sh.out_pos, live && (bin > t || (bin == t && k > prefix)));
-      if (pos >= 0) o[pos] = tr.apply(off + i + j);
-      if (!ties) {
-        const int c = topk_reserve<true>(&sh.cand_n, at);
-        if (c >= 0) topk_cluster_st2(push + 8u * (unsigned)c, (topk_u32)(off + i + j), bits);
-      } else {
-        const int e = topk_reserve<true>(&sh.eq_taken, at);
-        if (e >= 0 && e < need - before) o[K - need + before + e] = tr.apply(off + i + j);
-      }
-    }
-  }
-  topk_cluster_sync();                                   // every push has landed
-  if (rank != 0) return;
-  if (TOPK_TID == 0) {
-    diag[0] = nt;
-    sh.out_pos = K - need;   // the values left fill the slots after every block's larger ones
-    sh.flags |= TOPK_FLAG_BIN_OVF;
-  }
-  TOPK_SYNC();
-  if (!ties) topk_list_emit(sh, stage, cnt, need, o, tr);
-  topk_write_flags(sh, diag);
-}
-
 // The register path (-DTOPK_CLUSTER_REGS=R, a build of its own; two-level searches only): a
 // block whose slice has at most 4 R TOPK_THREADS values, 16-byte aligned, holds it in registers
 // (R float4 per thread) and the row needs no sample and no kept list:
@@ -440,7 +551,7 @@ __device__ static inline void topk_cluster_regs_narrow(
 //  3. each block writes its values of bins > t to the output (its first slot from the tables)
 //     and pushes its bin-t values to block 0's stage (offsets from the tables); barrier (2);
 //  4. block 0 finishes bin t: rank, or radix refine of the list.
-// Where bin t does not fit block 0's stage, steps 3-4 are topk_cluster_regs_narrow's: the row is
+// Where bin t does not fit block 0's stage, steps 3-4 are topk_cluster_narrow's: the row is
 // still read once.
 __device__ static void topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32* stage, const float* p,
                                              int off, int n, int K, unsigned rank, int* o,
@@ -460,7 +571,12 @@ __device__ static void topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
   const int t = gt * TOPK_CGS + tj;
   topk_add_out_pos(sh, topk_cluster_mine<S>(cth, rank, gt, tj));
   if (nt > TOPK_CAP) {                                   // cluster-uniform
-    topk_cluster_regs_narrow(sh, cth, stage, v, off, n, K, rank, t, above, nt, o, tr, diag);
+    TOPK_STAMP(sh, 3);
+    const TopkRegSlice<TOPK_CLUSTER_REGS> slice{v, n};
+    topk_cluster_narrow(sh, cth, stage, slice, off, K, rank, t, above, nt, 0, 0, o, tr, diag);
+    TOPK_PROF_SYNC();
+    TOPK_STAMP(sh, 9);
+    if (rank == 0) TOPK_PROF_DUMP(sh, o);
     return;
   }
   if (TOPK_TID == 0) {       // this block's first bin-t slot in block 0's stage
@@ -608,21 +724,25 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     fits = fits && topk_ckept[r] <= TOPK_CAP + region;
     spilled = spilled || topk_ckept[r] > TOPK_CAP;
   }
-  const bool kept_ok = fits && kept >= K;
+  // every value of bin t and above is counted, kept or dropped (a list that overflowed still
+  // counts what it drops), unless fewer than K were kept
+  const bool counted = kept >= K;
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+  int* const cth = topk_cth;
   int gt = 0, tj = 0, above = 0, nt = 0;   // bin t = gt * TOPK_CGS + tj
-  if (kept_ok)   // every bin-t value of the row is kept (t is above the cut)
-    topk_cluster_find<S>(sh, topk_cth, K, &gt, &tj, &above, &nt);
+  if (counted) topk_cluster_find<S>(sh, cth, K, &gt, &tj, &above, &nt);
   const int t = gt * TOPK_CGS + tj;
-  // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
-  // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
-  if (!kept_ok || t == cut) {
 #else
-  if (kept_ok) topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
-  // exact fallback, block 0 redoes the whole row: a list that overflowed, fewer than K kept, or
-  // a threshold bin that f0 cut (a sampling accident: its count is partial). Cluster-uniform.
-  if (!kept_ok || sh.sel_bin == cut) {
+  int* const cth = topk_csum;   // the threshold search's scratch once t is found (TOPK_CTH_N)
+  static_assert(TOPK_CTH_N(S) <= TOPK_BINS, "topk_csum must hold the digit search's tables");
+  if (counted) topk_find_threshold_in(sh, topk_csum, TOPK_BINS, K);
+  const int t = sh.sel_bin;
 #endif
+  // exact fallback, block 0 redoes the whole row: fewer than K kept, or a threshold bin that f0
+  // cut (a sampling accident: its count is partial), or, where a list overflowed, the bin of
+  // -0.0 (f0 = fine(+0.0) keeps -0.0 but not the bin's tiny negatives: its count is partial and
+  // the slices' re-read below would find more than the slots counted). Cluster-uniform.
+  if (!counted || t == cut || (!fits && t == topk_bin(0x80000000u))) {
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);
@@ -633,17 +753,45 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   }
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   // this block's first output slot: the bins > t of the blocks of lower rank
-  const int mine = topk_cluster_mine<S>(topk_cth, rank, gt, tj);
+  const int mine = topk_cluster_mine<S>(cth, rank, gt, tj);
 #else
-  const int t = sh.sel_bin;
   const int above = sh.sel_above;
-  const int nt = topk_csum[t];   // every bin-t value of the row is kept (t is above the cut)
+  const int nt = topk_csum[t];   // every bin-t value of the row is counted (t is above the cut)
   // this block's first output slot: the bins > t of the blocks of lower rank
   int mine = 0;
   for (int i = t + 1 + tid; i < TOPK_BINS; i += TOPK_THREADS)
     for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
 #endif
   topk_add_out_pos(sh, mine);
+  // this block's first bin-t slot in block 0's stage (thread 0 reads it)
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+#define TOPK_CLUSTER_FIRST(first) \
+  for (int r = 0; r < (int)rank; ++r) first += cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj]
+#else
+#define TOPK_CLUSTER_FIRST(first) \
+  for (int r = 0; r < (int)rank; ++r) first += topk_map_rank(sh.hist, (unsigned)r)[t]
+#endif
+  if (!fits) {
+    TOPK_STAMP(sh, 3);
+    if (tid == 0) {
+      int first = 0;
+      TOPK_CLUSTER_FIRST(first);
+      sh.cand_n = first;
+      sh.sel_bin = t;
+      sh.sel_above = above;
+      sh.scan[2] = nt;
+    }
+    TOPK_SYNC();
+    // A list overflowed (all-equal or heavily tied rows, or a sample whose floor kept far too
+    // many): the kept lists are incomplete but the counts are not, so every block reads its own
+    // slice again and the cluster finishes bin t over the slices (block 0 no longer redoes the
+    // whole row alone: that was three passes over the row from one SM).
+    topk_cluster_reread(sh, cth, stage, p, len, K, o, tr, diag);
+    TOPK_PROF_SYNC();
+    TOPK_STAMP(sh, 9);
+    if (rank == 0) TOPK_PROF_DUMP(sh, o);
+    return;
+  }
   // Bin t in one list: push, when block 0's stage has room after its own kept entries for all
   // of bin t (every block writes its bin-t entries there directly: DSMEM stores, at offsets
   // from the histograms); else pull (block 0 compacts its own and reads the others'). A bin t
@@ -652,14 +800,11 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const bool bin_fits = nt <= TOPK_CAP;
   const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
   if (push && tid == 0) {
-    int coff = 0;
-#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-    for (int r = 0; r < (int)rank; ++r) coff += topk_cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj];
-#else
-    for (int r = 0; r < (int)rank; ++r) coff += topk_map_rank(sh.hist, (unsigned)r)[t];
-#endif
-    sh.cand_n = coff;
+    int first = 0;
+    TOPK_CLUSTER_FIRST(first);
+    sh.cand_n = first;
   }
+#undef TOPK_CLUSTER_FIRST
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
 

@@ -45,11 +45,11 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   }
 #pragma unroll
   for (int u = 0; u < PER; ++u) {
-    if (tid + u * TOPK_THREADS >= TOPK_SAMPLE4) continue;
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].x))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].y))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].z))));
-    topk_hist_inc(sh.hist, topk_bin(topk_canon(topk_bits(a[u].w))));
+    if (tid + u * TOPK_THREADS >= TOPK_SAMPLE4) continue;   // warp-uniform (TOPK_SAMPLE4 % 32 == 0)
+    topk_hist_add<true>(sh.hist, topk_bin(topk_canon(topk_bits(a[u].x))), true);
+    topk_hist_add<true>(sh.hist, topk_bin(topk_canon(topk_bits(a[u].y))), true);
+    topk_hist_add<true>(sh.hist, topk_bin(topk_canon(topk_bits(a[u].z))), true);
+    topk_hist_add<true>(sh.hist, topk_bin(topk_canon(topk_bits(a[u].w))), true);
   }
   TOPK_SYNC();
   // TOPK_SAMPLE_MARGIN percent of the expected count (default 1.5 times it), plus 16

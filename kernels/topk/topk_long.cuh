@@ -74,6 +74,41 @@ __device__ static inline void topk_keep_store(const topk_f4* q, unsigned km, int
   }
 }
 
+// The store that may spill (a warp whose slots pass the stage's end: overflowing rows), one
+// kept value per lane and trip until the warp's busiest lane is done. The warp's slots (the
+// same range) go out trip by trip, consecutive across the lanes: coalesced global stores and no
+// bank conflicts in the stage where each lane's run of slots put 32 lanes 128 bytes apart; and
+// the histogram update merges the lanes that add to one bin: an all-equal row's kept values
+// cost one shared atomic per warp and trip, not 32 to one address. Needs a converged warp
+// (CUDA); HIP and the host take the per-lane store.
+template <int U, bool HIST>
+__device__ static inline void topk_keep_store_spill(const topk_f4* q, unsigned km, int pos, int i4_0,
+                                                    int head, int idx_off, const TopkKeepDst& dst,
+                                                    int* hist) {
+#ifdef TOPK_WARP_AGG
+  int base = __shfl_sync(TOPK_FULL, pos, 0);   // the warp's first slot (lane 0's)
+  const unsigned below = (1u << topk_lane()) - 1u;
+  for (;;) {                 // a trip: the next kept value of each lane, consecutive slots
+    const bool has = km != 0u;
+    const unsigned m = __ballot_sync(TOPK_FULL, has);
+    if (m == 0u) break;
+    int bin = 0;
+    if (has) {
+      const int j = topk_ctz(km);
+      km &= km - 1u;
+      const topk_u32 bits = topk_canon(topk_bits(topk_pick<U>(q, j)));
+      dst.template put<true>(base + __popc(m & below),
+                             (topk_u32)(idx_off + head + 4 * (i4_0 + (j >> 2) * TOPK_THREADS) + (j & 3)), bits);
+      bin = topk_bin(bits);
+    }
+    if (HIST) topk_hist_add_u(hist, bin, has);
+    base += __popc(m);
+  }
+#else
+  if (km) topk_keep_store<U, HIST, true>(q, km, pos, i4_0, head, idx_off, dst, hist);
+#endif
+}
+
 // Long rows, main pass: copy every element with fine key >= f0 (see topk_keep_threshold) to the
 // row's list. Block-uniform trip count over the 16-byte body, so votes use the full warp. Slots
 // come from a shared-memory counter *sctr (one shared atomic per warp and iteration).
@@ -172,7 +207,9 @@ __device__ static inline void topk_keep_pass(int* sctr, int* gctr, const float* 
 #else
     const bool spills = pos + cnt > dst.stage_cap;
 #endif
-    if (spills) {
+    if (spills && SPLIT && !GSPILL) {   // the cluster kernel's stage and spill region
+      topk_keep_store_spill<U, HIST>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
+    } else if (spills) {     // the split kernel's (its sm_80 build: 32 registers, not 40)
       if (km) topk_keep_store<U, HIST, true>(q, km, pos, b4 + tid, head, idx_off, dst, hist);
     } else if (km) {
       topk_keep_store<U, HIST, false>(q, km, pos, b4 + tid, head, idx_off, dst, hist);

@@ -27,7 +27,8 @@
 #define TOPK_FLAG_BIN_OVF 1      // bin t did not fit the candidate list (refined elsewhere, exact)
 #define TOPK_FLAG_SPILL 2        // a cluster block's kept values spilled past its shared stage
 #define TOPK_FLAG_REPLAY 4       // the long-row pass was given up: fewer than K kept or its list
-                                 // overflowed (the row was redone from its coarse histogram)
+                                 // overflowed (the row was redone from its coarse histogram; the
+                                 // cluster kernel: an overflowed list re-reads the slices instead)
 #define TOPK_FLAG_ROW_PASSES 8   // bin t was narrowed by extra passes over the row itself
 #define TOPK_PROF_N 10
 #define TOPK_CAP (SGL_TOPK_DYNAMIC_SMEM_BYTES / 8)

@@ -477,6 +477,44 @@ def test_cluster_stage_spills_to_the_scratch_list(order):
         assert diag["spilled_rows"] == B and diag["replayed_rows"] == 0, diag
 
 
+def _floor_too_low(B, L, seed):
+    """Rows of one repeated value with K + 100 distinct larger values scattered over them: the
+    sample's floor lands in the repeated value's bin, so every block keeps its whole slice and its
+    list overflows, while bin t (among the larger values) is small."""
+    rng = np.random.default_rng(seed)
+    s = np.full((B, L), 0.5, np.float32)
+    for b in range(B):
+        s[b, rng.choice(L, K + 100, replace=False)] = rng.uniform(1.0, 2.0, K + 100).astype(np.float32)
+    return s, np.full(B, L, np.int32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+@pytest.mark.parametrize("S,threads", [(2, 1024), (3, 512), (4, 512)])
+def test_cluster_overflowed_lists_finish_over_the_slices(S, threads):
+    """128K rows through the sampled cluster path whose blocks' kept lists overflow their stages
+    and spill regions (issue 33: all-equal (64, 128K) at a cluster of 2 took 4.9x the clean run).
+    The counts are whole, so each block reads its slice again and the cluster finishes bin t over
+    the slices (flags SPILL and ROW_PASSES, not REPLAY: block 0 no longer redoes the row alone):
+    all-equal rows (bin t narrowed to one key), a floor that kept far too many (bin t small: no
+    radix pass, pushed to block 0's stage), four values. Exact, with row starts off 16 bytes;
+    counts as predicted."""
+    L = 131072 + 12
+    starts = np.array([0, 1, 0, 3], np.int32)
+    for name in ("all_equal", "floor_too_low", "few_distinct"):
+        s, lens = _floor_too_low(4, L, 43) if name == "floor_too_low" else ref.make_case(name, 4, L, K, seed=41)
+        lens = np.minimum(lens, L - starts).astype(np.int32)
+        out, diag = _run(s, lens, K, 49152, 12, starts=starts, split=S, cluster=True, threads=threads)
+        assert diag["cluster"] == S and not diag["cluster_regs"], diag["cluster_regs"]
+        _assert_exact(s, lens, K, out, starts=starts, what=f"cluster S={S} {name} t={threads}")
+        pred = ref.threshold_bin_counts(s, lens, K, 12, row_starts=starts)
+        assert np.array_equal(diag["bin_counts"].cpu().numpy(), pred)
+        f = _flags(diag)
+        if name != "few_distinct":               # every row overflows: the case must take the path
+            assert ((f & (SPILL | ROW_PASSES)) == (SPILL | ROW_PASSES)).all() and not (f & REPLAY).any(), f
+        if name == "floor_too_low":              # bin t fits the stage: no radix pass
+            assert not (f & BIN_OVF).any(), f
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
 @pytest.mark.parametrize("name", ["all_equal", "heavy_ties", "one_bin_77", "few_distinct", "denormals",
                                   "specials"])
@@ -498,11 +536,15 @@ def test_cluster_bin_overflow_families(name):
 def test_split_list_overflow_1m_flagged(name, cluster):
     """1M-column rows whose threshold bin holds a quarter or all of the row: the split path's
     list (the cluster's spill regions) overflows and bin t overflows the candidate list; the
-    rows are finished exactly, from the list's histogram (split kernel) or block 0's plain path
-    (cluster), and every one is flagged."""
+    rows are finished exactly, from the list's histogram (split kernel) or over the blocks'
+    slices read again (cluster; block 0's plain path where the sample's floor cut bin t), and
+    every one is flagged."""
     s, lens = ref.make_case(name, 2, 1 << 20, K, seed=17)
     out, diag = _run(s, lens, K, 40960, 8, split=8, cluster=cluster)
     _assert_exact(s, lens, K, out, what=f"split {name} 1M cluster={cluster}")
     f = _flags(diag)
-    assert ((f & BIN_OVF) != 0).all() and ((f & REPLAY) != 0).all(), f
+    again = ROW_PASSES | REPLAY if cluster else REPLAY
+    assert ((f & BIN_OVF) != 0).all() and ((f & again) != 0).all(), f
+    if cluster and name == "all_equal":          # one bin, nothing cut: never block 0 alone
+        assert not (f & REPLAY).any(), f
     assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, K, 8))
