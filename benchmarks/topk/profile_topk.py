@@ -34,6 +34,24 @@ PHASES = [("sample", 0, 1), ("keep", 1, 2), ("thresh", None, 3), ("collect", 3, 
 # list), finish (the last arrival, then the list's rank or refine), kernel.
 RESIDENT_PHASES = [("load", 0, 1), ("merge", 1, 2), ("thresh", None, 3), ("collect", 3, 4), ("finish", 4, 9),
                    ("kernel", 0, 9)]
+# Rows a cluster finishes with topk_cluster_narrow (topk_cluster.cuh: the register path's bin t
+# larger than block 0's stage, or a kept list that overflowed, its slices read again): read (the
+# register path's load and count, or the sample), barrier (the keep pass, where there is one, and
+# the first cluster barrier), thresh, then the narrowing's first digit pass, its digit searches,
+# the emission and the last barrier. Block 0's list finish, where it runs, writes its own stamps
+# 5-8 over the last three.
+NARROW_PHASES = [("read", 0, 1), ("barrier", 1, 2), ("thresh", None, 3), ("pass1", 3, 4), ("digits", 4, 5),
+                 ("emit", 5, 6), ("wait", 6, 7), ("kernel", 0, 9)]
+
+
+def phases_of(diag: dict) -> list:
+    """The phases a call's stamps mean, from its diagnostics: the resident kernel's, the cluster
+    narrowing's (rows the register path narrowed, or whose lists overflowed), or the others'."""
+    if diag["resident"]:
+        return RESIDENT_PHASES
+    if diag["cluster"] and (diag["row_pass_rows"] or (diag["cluster_regs"] and diag["bin_overflow_rows"])):
+        return NARROW_PHASES
+    return PHASES
 
 
 def clock_ghz(torch) -> float:
@@ -182,13 +200,13 @@ def main(argv=None) -> int:
                     opts = {"split": sp, "cluster": cm, "resident": rm}
                     out, diag = tk.topk(x, a.k, kernel=kern, return_diagnostics=True, **opts)
                     med, *_ = kernel_time(lambda: tk.topk(x, a.k, kernel=kern, **opts), a.reps)
-                    phases = RESIDENT_PHASES if diag["resident"] else PHASES
+                    phases = phases_of(diag)
                     cols = [p[0] for p in phases] + ["kernel_max"]
                     raw = tk.topk(x, a.k, kernel=kprof, **opts)[:, :15].cpu().tolist()
                     st = stamped(raw)
                     if not any(r and r[0] == 0 for r in st):
                         print(f"{B:4d} {L:8d} {threads:4d} {bits:4d} {_path(diag):>6} {med:8.1f}  no stamps: no block "
-                              "of this path wrote the profile (the cluster kernel's overflow branches do not)",
+                              "of this path wrote the profile (the cluster kernel's replay by block 0 does not)",
                               flush=True)
                         continue
                     ph = phase_table(st, ghz, phases)

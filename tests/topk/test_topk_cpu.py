@@ -1006,3 +1006,19 @@ def test_profile_reads_only_rows_a_profiled_block_wrote():
     # its path label is the bench's, from a call's diagnostics (no block_threads there)
     assert prof._path({"resident": 0, "split": 8, "cluster": 8, "cluster_regs": 4}) == "8cr"
     assert prof._path({"resident": 128, "split": 1, "cluster": 0, "cluster_regs": 0}) == "r128"
+
+
+def test_profile_names_the_phases_of_the_path_the_rows_took():
+    """profile_topk.py labels a cluster row's stamps 4-7 as the narrowing's (topk_cluster_narrow) only
+    where the call says a cluster narrowed rows: its register path with bin t over the stage, or
+    kept lists that overflowed (row passes); the resident kernel's and the others' stay theirs."""
+    prof = load_benchmark("topk/profile_topk")
+    base = {"resident": 0, "cluster": 8, "cluster_regs": 4, "bin_overflow_rows": 0, "row_pass_rows": 0}
+    assert prof.phases_of(base) is prof.PHASES
+    assert prof.phases_of({**base, "bin_overflow_rows": 8}) is prof.NARROW_PHASES
+    sampled = {**base, "cluster": 2, "cluster_regs": 0, "bin_overflow_rows": 64}
+    assert prof.phases_of(sampled) is prof.PHASES                      # block 0 refines the lists
+    assert prof.phases_of({**sampled, "row_pass_rows": 64}) is prof.NARROW_PHASES
+    assert prof.phases_of({**base, "cluster": 0, "row_pass_rows": 3}) is prof.PHASES   # one block a row
+    assert prof.phases_of({**base, "resident": 128, "row_pass_rows": 1}) is prof.RESIDENT_PHASES
+    assert [p[0] for p in prof.NARROW_PHASES][3:7] == ["pass1", "digits", "emit", "wait"]
