@@ -223,6 +223,20 @@ __device__ static inline int topk_cluster_mine(const int* cth, unsigned rank, in
 }
 #endif
 
+// This block's first slot in block 0's stage for its bin-t values: bin t's count in the blocks of
+// lower rank (from the threshold group's table, or from their histograms over DSMEM).
+template <int S>
+__device__ static inline int topk_cluster_first(TopkShared& sh, const int* cth, unsigned rank, int t) {
+  int first = 0;
+  for (int r = 0; r < (int)rank; ++r)
+#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
+    first += cth[TOPK_CTH_B(S) + r * TOPK_CGS + t % TOPK_CGS];
+#else
+    first += topk_map_rank(sh.hist, (unsigned)r)[t];
+#endif
+  return first;
+}
+
 // sh.out_pos += the block's sum of every thread's `mine`.
 __device__ static inline void topk_add_out_pos(TopkShared& sh, int mine) {
 #ifdef TOPK_WARP_AGG
@@ -472,15 +486,11 @@ __device__ static inline void topk_cluster_narrow(TopkShared& sh, int* cth, topk
 }
 
 // The sampled path's finish where a kept list overflowed: each block's slice of the row p (len
-// values), read again (out of line: a cold path, kept out of the main path's registers). Bin t,
-// the count above it, its count and this block's first bin-t slot come in sh.sel_bin,
-// sh.sel_above, sh.scan[2] and sh.cand_n (written by thread 0, then a barrier).
+// values), read again (out of line: a cold path, kept out of the main path's registers).
 __device__ static TOPK_NOINLINE void topk_cluster_reread(TopkShared& sh, int* cth, topk_u32* stage,
-                                                         const float* p, int len, int K, int* o,
+                                                         const float* p, int len, int K, unsigned rank,
+                                                         int t, int above, int nt, int first, int* o,
                                                          const TopkTransform& tr, int* diag) {
-  const int t = sh.sel_bin, above = sh.sel_above, nt = sh.scan[2], first = sh.cand_n;
-  const unsigned rank = topk_cluster_rank();
-  TOPK_SYNC();
   int off, n;
   topk_cluster_slice<TOPK_CLUSTER>(len, rank, &off, &n);
   const TopkGlobalSlice slice{p + off, n};
@@ -579,11 +589,7 @@ __device__ static void topk_cluster_regs_row(TopkShared& sh, int* cth, topk_u32*
     if (rank == 0) TOPK_PROF_DUMP(sh, o);
     return;
   }
-  if (TOPK_TID == 0) {       // this block's first bin-t slot in block 0's stage
-    int coff = 0;
-    for (int r = 0; r < (int)rank; ++r) coff += cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj];
-    sh.cand_n = coff;
-  }
+  if (TOPK_TID == 0) sh.cand_n = topk_cluster_first<S>(sh, cth, rank, t);
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
   topk_regs_emit(sh, v, off, n, t, topk_cluster_addr(stage, 0u), o, tr);
@@ -763,30 +769,14 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     for (int r = 0; r < (int)rank; ++r) mine += topk_map_rank(sh.hist, (unsigned)r)[i];
 #endif
   topk_add_out_pos(sh, mine);
-  // this block's first bin-t slot in block 0's stage (thread 0 reads it)
-#if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
-#define TOPK_CLUSTER_FIRST(first) \
-  for (int r = 0; r < (int)rank; ++r) first += cth[TOPK_CTH_B(S) + r * TOPK_CGS + tj]
-#else
-#define TOPK_CLUSTER_FIRST(first) \
-  for (int r = 0; r < (int)rank; ++r) first += topk_map_rank(sh.hist, (unsigned)r)[t]
-#endif
   if (!fits) {
     TOPK_STAMP(sh, 3);
-    if (tid == 0) {
-      int first = 0;
-      TOPK_CLUSTER_FIRST(first);
-      sh.cand_n = first;
-      sh.sel_bin = t;
-      sh.sel_above = above;
-      sh.scan[2] = nt;
-    }
-    TOPK_SYNC();
+    const int first = tid == 0 ? topk_cluster_first<S>(sh, cth, rank, t) : 0;
     // A list overflowed (all-equal or heavily tied rows, or a sample whose floor kept far too
     // many): the kept lists are incomplete but the counts are not, so every block reads its own
     // slice again and the cluster finishes bin t over the slices (block 0 no longer redoes the
     // whole row alone: that was three passes over the row from one SM).
-    topk_cluster_reread(sh, cth, stage, p, len, K, o, tr, diag);
+    topk_cluster_reread(sh, cth, stage, p, len, K, rank, t, above, nt, first, o, tr, diag);
     TOPK_PROF_SYNC();
     TOPK_STAMP(sh, 9);
     if (rank == 0) TOPK_PROF_DUMP(sh, o);
@@ -799,12 +789,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const int base0 = topk_ckept[0] < TOPK_CAP ? topk_ckept[0] : TOPK_CAP;
   const bool bin_fits = nt <= TOPK_CAP;
   const bool push = TOPK_CLUSTER_PUSH && base0 + nt <= TOPK_CAP;
-  if (push && tid == 0) {
-    int first = 0;
-    TOPK_CLUSTER_FIRST(first);
-    sh.cand_n = first;
-  }
-#undef TOPK_CLUSTER_FIRST
+  if (push && tid == 0) sh.cand_n = topk_cluster_first<S>(sh, cth, rank, t);
   TOPK_SYNC();
   TOPK_STAMP(sh, 3);
 
