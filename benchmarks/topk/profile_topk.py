@@ -80,7 +80,7 @@ def stamped(rows):
     """``rows`` with every row that no profiled block wrote replaced by "not reached" (-1s), in
     place (row numbers keep their meaning). A written row has stamp 0 = 0 (cycles since itself)
     and, where it holds a timeline, one that ends after it starts and spans under a second; a
-    block that returns before TOPK_PROF_DUMP (the cluster kernel's overflow branches) leaves its
+    block that returns before TOPK_PROF_DUMP (the cluster kernel's replay by block 0) leaves its
     row's top-k indices there, which must not be read as cycles."""
     def ok(r):
         if not r or r[0] != 0:
