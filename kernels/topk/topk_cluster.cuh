@@ -22,7 +22,9 @@
 //     0 still reads its memory).
 // A spill region that overflows (all-equal rows, or a floor that kept far too many) keeps its
 // counts: every block reads its slice again and the cluster finishes bin t over the slices
-// (topk_cluster_narrow; TOPK_FLAG_ROW_PASSES). Fewer than K kept, or a threshold bin that the
+// (topk_cluster_narrow; TOPK_FLAG_ROW_PASSES). Where the sample already says so (f0 keeps over
+// twice what the lists hold), step 1 only counts (topk_count_pass), and a row whose counted
+// values are all one key is finished by each block taking its share (topk_cluster_one_key). Fewer than K kept, or a threshold bin that the
 // floor cut (a bad sample), sends the row to block 0's plain path (exact; TOPK_FLAG_REPLAY).
 // Rows of at most K values, and short rows the register path does not take, are done by block
 // 0 alone. Same arguments, output and bin_counts as topk_transform_kernel, then the scratch list
@@ -288,8 +290,14 @@ struct TopkGlobalSlice {     // the sampled path's, read again from global memor
   int n;
   template <typename F>
   __device__ inline void visit(F&& f) const {
+    visit(f, [] { return false; });
+  }
+  // The same, stopping before a step where stop() (block-uniform) holds.
+  template <typename F, typename Stop>
+  __device__ inline void visit(F&& f, Stop&& stop) const {
     const bool al = (((unsigned long long)q) & 15ull) == 0ull;
     for (int b = 0; b < n; b += 4 * U * TOPK_THREADS) {
+      if (stop()) return;
       topk_f4 a[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -313,6 +321,68 @@ struct TopkGlobalSlice {     // the sampled path's, read again from global memor
     }
   }
 };
+
+// The keep pass's counts without its list, for a row whose sample says that its lists would
+// overflow (all-equal or tie-heavy rows): every value of this block's slice s that f0 keeps (the
+// keep pass's test, NaN included) counted by coarse bin in hist and in *sctr; span[0..1] get the
+// smallest and largest fine key counted (atomicMin / atomicMax: span starts at ~0u, 0u).
+__device__ static TOPK_NOINLINE void topk_count_pass(int* sctr, topk_u32* span, const TopkGlobalSlice& s,
+                                                   topk_u32 f0, int* hist) {
+  const float thr = topk_keep_threshold(f0);
+  int c = 0;
+  topk_u32 lo = 0xFFFFFFFFu, hi = 0u;
+  s.visit([&](int, float x, bool valid) {
+    if (!valid || x < thr) return;
+    const topk_u32 bits = topk_canon(topk_bits(x));
+    const topk_u32 k = topk_fine_key(bits);
+    topk_hist_inc(hist, topk_bin(bits));
+    ++c;
+    lo = k < lo ? k : lo;
+    hi = k > hi ? k : hi;
+  });
+  c = (int)__reduce_add_sync(TOPK_FULL, (unsigned)c);
+  lo = __reduce_min_sync(TOPK_FULL, lo);
+  hi = __reduce_max_sync(TOPK_FULL, hi);
+  if (topk_lane() == 0u && c) {
+    atomicAdd(sctr, c);
+    atomicMin(&span[0], lo);
+    atomicMax(&span[1], hi);
+  }
+}
+
+// A row whose counted values (every block's, fine key >= f0) are all one key, with nt >= K of
+// them (all-equal rows): they all lie in bin t and none above it, so the top K are any K of them.
+// Block `rank` takes K minus the counts of the blocks of lower rank (ckept), at most its own,
+// from its slice of the row p read again, from output slot `first` on, and stops reading once it
+// has them; blocks with none to take read nothing. Block 0 writes the row's report (nt, flags
+// row_pass and bin_overflow where nt > TOPK_CAP). Out of line: a cold path.
+__device__ static TOPK_NOINLINE void topk_cluster_one_key(TopkShared& sh, const float* p, int off, int n,
+                                                          topk_u32 key, const int* ckept, int K,
+                                                          unsigned rank, int nt, int* o,
+                                                          const TopkTransform& tr, int* diag) {
+  int first = 0;
+  for (int r = 0; r < (int)rank; ++r) first += ckept[r];
+  const int quota = K - first < ckept[rank] ? K - first : ckept[rank];
+  const topk_u32 kb = topk_bits_of_fine(key);            // canonical bits of the one key
+  topk_cluster_sync();                                   // every block has read the cluster's tables
+  if (TOPK_TID == 0) sh.eq_taken = 0;
+  const TopkGlobalSlice s{p + off, n};
+  s.visit([&](int i, float x, bool valid) {
+    const bool at = valid && topk_canon(topk_bits(x)) == kb;
+    const int e = topk_reserve<true>(&sh.eq_taken, at);
+    if (e >= 0 && e < quota) o[first + e] = tr.apply(off + i);
+  }, [&] {
+    TOPK_SYNC();
+    return *(volatile const int*)&sh.eq_taken >= quota;   // quota <= 0: nothing to read
+  });
+  if (rank != 0) return;
+  if (TOPK_TID == 0) {
+    diag[0] = nt;
+    sh.flags |= TOPK_FLAG_ROW_PASSES | (nt > TOPK_CAP ? TOPK_FLAG_BIN_OVF : 0);
+  }
+  TOPK_SYNC();
+  topk_write_flags(sh, diag);
+}
 
 // The radix digit search of topk_cluster_narrow. This block's histogram of 256 digits is
 // complete in sh.hist; as topk_cluster_find, two levels (16 groups of 16 digits) over the S
@@ -485,17 +555,16 @@ __device__ static inline void topk_cluster_narrow(TopkShared& sh, int* cth, topk
   topk_write_flags(sh, diag);
 }
 
-// The sampled path's finish where a kept list overflowed: each block's slice of the row p (len
-// values), read again (out of line: a cold path, kept out of the main path's registers).
+// The sampled path's finish where a kept list overflowed or was not kept: each block's slice
+// [off, off + n) of the row p, read again (out of line: a cold path, kept out of the main path's
+// registers).
 __device__ static TOPK_NOINLINE void topk_cluster_reread(TopkShared& sh, int* cth, topk_u32* stage,
-                                                         const float* p, int len, int K, unsigned rank,
-                                                         int t, int above, int nt, int first, int* o,
+                                                         const float* p, int off, int n, int K,
+                                                         unsigned rank, int t, int above, int nt,
+                                                         int first, int flags, int* o,
                                                          const TopkTransform& tr, int* diag) {
-  int off, n;
-  topk_cluster_slice<TOPK_CLUSTER>(len, rank, &off, &n);
   const TopkGlobalSlice slice{p + off, n};
-  topk_cluster_narrow(sh, cth, stage, slice, off, K, rank, t, above, nt, first,
-                      TOPK_FLAG_SPILL | TOPK_FLAG_ROW_PASSES, o, tr, diag);
+  topk_cluster_narrow(sh, cth, stage, slice, off, K, rank, t, above, nt, first, flags, o, tr, diag);
 }
 
 #if defined(TOPK_CLUSTER_REGS) && TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
@@ -636,6 +705,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   __shared__ __attribute__((aligned(16))) int topk_csum[TOPK_BINS];   // the row's histogram
 #endif
   __shared__ int topk_ckept[S];          // kept count of every block of the cluster
+  __shared__ topk_u32 topk_cspan[2];     // a count pass's smallest and largest fine key
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* stage = (topk_u32*)topk_dyn;   // kept (index, bits) pairs; later the candidates
 
@@ -681,15 +751,24 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
     return;
   }
 #endif
-  int cut;                   // the bin f0 cut (its kept count is partial), -1 if none
-  const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut);
+  if (tid == 0) {
+    topk_cspan[0] = 0xFFFFFFFFu;
+    topk_cspan[1] = 0u;
+  }
+  int cut, sampled;          // cut: the bin f0 cut (its kept count is partial), -1 if none
+  const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut, &sampled);
   TOPK_STAMP(sh, 1);
   int off, n;
   topk_cluster_slice<S>(len, rank, &off, &n);
   // the row's scratch list (long_rows = its entries) in S spill regions, one per block
   const int region = long_rows / S;
   topk_u32* spill0 = scratch + (long long)row * 2ll * (long long)long_rows;
-  if (n > 0)
+  // Where the sample says f0 keeps over twice what the stages and spill regions hold (all-equal
+  // or tie-heavy rows), the lists would overflow: the blocks only count (cluster-uniform).
+  const bool count_only = (long long)sampled * len > 2ll * (4 * TOPK_SAMPLE4) * S * (TOPK_CAP + region);
+  if (n > 0 && count_only)
+    topk_count_pass(&sh.scratch_n, topk_cspan, TopkGlobalSlice{p + off, n}, f0, sh.hist);
+  else if (n > 0)
     topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0,
                                       (topk_u2*)(spill0 + 2ll * rank * region), region,
                                       (topk_u2*)stage, TOPK_CAP, off, sh.hist);
@@ -723,12 +802,12 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 #endif
   TOPK_SYNC();
   int kept = 0;
-  bool fits = true, spilled = false;
+  bool fits = !count_only, spilled = false;
 #pragma unroll
   for (int r = 0; r < S; ++r) {
     kept += topk_ckept[r];
     fits = fits && topk_ckept[r] <= TOPK_CAP + region;
-    spilled = spilled || topk_ckept[r] > TOPK_CAP;
+    spilled = spilled || (!count_only && topk_ckept[r] > TOPK_CAP);
   }
   // every value of bin t and above is counted, kept or dropped (a list that overflowed still
   // counts what it drops), unless fewer than K were kept
@@ -771,12 +850,25 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   topk_add_out_pos(sh, mine);
   if (!fits) {
     TOPK_STAMP(sh, 3);
+    if (count_only) {        // every block's counted keys, over DSMEM (cluster-uniform)
+      const int r = (int)topk_lane();
+      const topk_u32* sp = topk_map_rank(topk_cspan, (unsigned)(r < S ? r : 0));
+      const topk_u32 lo = __reduce_min_sync(TOPK_FULL, sp[0]), hi = __reduce_max_sync(TOPK_FULL, sp[1]);
+      if (lo == hi) {
+        topk_cluster_one_key(sh, p, off, n, lo, topk_ckept, K, rank, nt, o, tr, diag);
+        TOPK_PROF_SYNC();
+        TOPK_STAMP(sh, 9);
+        if (rank == 0) TOPK_PROF_DUMP(sh, o);
+        return;
+      }
+    }
     const int first = tid == 0 ? topk_cluster_first<S>(sh, cth, rank, t) : 0;
     // A list overflowed (all-equal or heavily tied rows, or a sample whose floor kept far too
     // many): the kept lists are incomplete but the counts are not, so every block reads its own
     // slice again and the cluster finishes bin t over the slices (block 0 no longer redoes the
     // whole row alone: that was three passes over the row from one SM).
-    topk_cluster_reread(sh, cth, stage, p, len, K, rank, t, above, nt, first, o, tr, diag);
+    topk_cluster_reread(sh, cth, stage, p, off, n, K, rank, t, above, nt, first,
+                        (spilled ? TOPK_FLAG_SPILL : 0) | TOPK_FLAG_ROW_PASSES, o, tr, diag);
     TOPK_PROF_SYNC();
     TOPK_STAMP(sh, 9);
     if (rank == 0) TOPK_PROF_DUMP(sh, o);

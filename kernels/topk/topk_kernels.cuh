@@ -21,10 +21,11 @@ __device__ static inline bool topk_use_long(int len, int K, int prefix_len, int 
 // interval) places f0 where the aim is reached (an 8-bit bin near the top of a normal row holds
 // ~20K of 1M values; the row's kept values drop to about 12-bit's). *cut = t0 then (the one bin
 // whose count among the kept values is partial: a threshold bin equal to it takes the plain
-// path, which recounts the row), else -1. Deterministic (the same f0 in every block that samples
-// the same row). Needs sh.hist cleared on entry; leaves it cleared.
+// path, which recounts the row), else -1. *sampled (where given): how many of the 4 TOPK_SAMPLE4
+// sample values f0 keeps (the aim where t0 was refined). Deterministic (the same f0 in every
+// block that samples the same row). Needs sh.hist cleared on entry; leaves it cleared.
 __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float* p, int len,
-                                                    int K, int* cut) {
+                                                    int K, int* cut, int* sampled = nullptr) {
   const int tid = TOPK_TID;
   const topk_f4* v = (const topk_f4*)p;
   const bool al = (((unsigned long long)p) & 15ull) == 0ull;
@@ -60,6 +61,7 @@ __device__ static inline topk_u32 topk_sample_floor(TopkShared& sh, const float*
   const int need0 = aim - sh.sel_above;           // >= 1 sample values of t0 still to reach
   const bool refine = sh.hist[t0] > 2 * need0 + 16 &&
                       (long long)sh.sel_above * len >= 2ll * K * (4 * TOPK_SAMPLE4);   // block-uniform
+  if (sampled) *sampled = refine ? aim : sh.sel_above + sh.hist[t0];
   // t0's fine-key interval [lo, hi] into sh.scan (free after the threshold search's barrier)
 #ifdef TOPK_WARP_AGG
   if (tid < 32) {                  // warp 0: a 32-way search (7 rounds instead of 32 steps)
