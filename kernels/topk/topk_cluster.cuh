@@ -325,9 +325,11 @@ struct TopkGlobalSlice {     // the sampled path's, read again from global memor
 // The keep pass's counts without its list, for a row whose sample says that its lists would
 // overflow (all-equal or tie-heavy rows): every value of this block's slice s that f0 keeps (the
 // keep pass's test, NaN included) counted by coarse bin in hist and in *sctr; span[0..1] get the
-// smallest and largest fine key counted (atomicMin / atomicMax: span starts at ~0u, 0u).
-__device__ static TOPK_NOINLINE void topk_count_pass(int* sctr, topk_u32* span, const TopkGlobalSlice& s,
-                                                   topk_u32 f0, int* hist) {
+// smallest and largest fine key counted (atomicMin / atomicMax: span starts at ~0u, 0u). Inline:
+// called out of line it made the clean rows 3.5-5% slower on the H200 ((64, 128K) 31.1-31.5
+// against 29.4-30.0 us; benchmarks/records/topk_decode/r14_*), though they never take it.
+__device__ static inline void topk_count_pass(int* sctr, topk_u32* span, const TopkGlobalSlice& s,
+                                              topk_u32 f0, int* hist) {
   const float thr = topk_keep_threshold(f0);
   int c = 0;
   topk_u32 lo = 0xFFFFFFFFu, hi = 0u;
@@ -706,6 +708,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
 #endif
   __shared__ int topk_ckept[S];          // kept count of every block of the cluster
   __shared__ topk_u32 topk_cspan[2];     // a count pass's smallest and largest fine key
+  __shared__ int topk_ccount;            // 1: this row's blocks only counted (count_only)
   extern __shared__ __attribute__((aligned(16))) unsigned char topk_dyn[];
   topk_u32* stage = (topk_u32*)topk_dyn;   // kept (index, bits) pairs; later the candidates
 
@@ -754,6 +757,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   if (tid == 0) {
     topk_cspan[0] = 0xFFFFFFFFu;
     topk_cspan[1] = 0u;
+    topk_ccount = 0;
   }
   int cut, sampled;          // cut: the bin f0 cut (its kept count is partial), -1 if none
   const topk_u32 f0 = topk_sample_floor(sh, p, len, K, &cut, &sampled);
@@ -765,13 +769,15 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   topk_u32* spill0 = scratch + (long long)row * 2ll * (long long)long_rows;
   // Where the sample says f0 keeps over twice what the stages and spill regions hold (all-equal
   // or tie-heavy rows), the lists would overflow: the blocks only count (cluster-uniform).
-  const bool count_only = (long long)sampled * len > 2ll * (4 * TOPK_SAMPLE4) * S * (TOPK_CAP + region);
-  if (n > 0 && count_only)
-    topk_count_pass(&sh.scratch_n, topk_cspan, TopkGlobalSlice{p + off, n}, f0, sh.hist);
-  else if (n > 0)
+  // (A shared flag, read back after barrier (1): nothing more stays live across the keep pass.)
+  if ((long long)sampled * len > 2ll * (4 * TOPK_SAMPLE4) * S * (TOPK_CAP + region)) {
+    if (tid == 0) topk_ccount = 1;
+    if (n > 0) topk_count_pass(&sh.scratch_n, topk_cspan, TopkGlobalSlice{p + off, n}, f0, sh.hist);
+  } else if (n > 0) {
     topk_keep_pass<true, true, false>(&sh.scratch_n, nullptr, p + off, n, f0,
                                       (topk_u2*)(spill0 + 2ll * rank * region), region,
                                       (topk_u2*)stage, TOPK_CAP, off, sh.hist);
+  }
 #if TOPK_CLUSTER >= TOPK_CLUSTER_TWO_LEVEL
   TOPK_SYNC();                                           // this block's histogram complete
   topk_group_sums(sh.hist, topk_cth + TOPK_CTH_OWN(S));
@@ -801,6 +807,7 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   }
 #endif
   TOPK_SYNC();
+  const bool count_only = topk_ccount != 0;
   int kept = 0;
   bool fits = !count_only, spilled = false;
 #pragma unroll
