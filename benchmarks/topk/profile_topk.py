@@ -38,10 +38,11 @@ RESIDENT_PHASES = [("load", 0, 1), ("merge", 1, 2), ("thresh", None, 3), ("colle
 # larger than block 0's stage, or a kept list that overflowed, its slices read again): read (the
 # register path's load and count, or the sample), barrier (the keep pass, where there is one, and
 # the first cluster barrier), thresh, then the narrowing's first digit pass, its digit searches,
-# the emission and the last barrier. Block 0's list finish, where it runs, writes its own stamps
-# 5-8 over the last three.
+# the emission and the last barrier; finish, all of it from the threshold on. Block 0's list
+# finish, where it runs, writes its own stamps 5-8 over the middle three. Rows whose counted
+# values are one key (topk_cluster_one_key) write no stamp between 3 and 9: finish only.
 NARROW_PHASES = [("read", 0, 1), ("barrier", 1, 2), ("thresh", None, 3), ("pass1", 3, 4), ("digits", 4, 5),
-                 ("emit", 5, 6), ("wait", 6, 7), ("kernel", 0, 9)]
+                 ("emit", 5, 6), ("wait", 6, 7), ("finish", 3, 9), ("kernel", 0, 9)]
 
 
 def phases_of(diag: dict) -> list:

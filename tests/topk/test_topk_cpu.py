@@ -1022,3 +1022,17 @@ def test_profile_names_the_phases_of_the_path_the_rows_took():
     assert prof.phases_of({**base, "cluster": 0, "row_pass_rows": 3}) is prof.PHASES   # one block a row
     assert prof.phases_of({**base, "resident": 128, "row_pass_rows": 1}) is prof.RESIDENT_PHASES
     assert [p[0] for p in prof.NARROW_PHASES][3:7] == ["pass1", "digits", "emit", "wait"]
+
+
+def test_profile_times_the_one_key_finish_as_the_narrowing_finish():
+    """A one-key row (topk_cluster_one_key) writes stamps 0-3 and 9 only: the narrowing's inner
+    phases are not reached (nan), its finish is the span from the threshold to the end."""
+    import math
+    prof = load_benchmark("topk/profile_topk")
+    one_key = [0, 2000, 5000, 6000, -1, -1, -1, -1, -1, 9000]
+    full = [0, 2000, 5000, 6000, 7000, 7500, 8000, 8500, -1, 9000]
+    res = prof.phase_table([one_key], 1.0, prof.NARROW_PHASES)
+    assert math.isnan(res["pass1"]) and math.isnan(res["emit"]) and math.isnan(res["wait"])
+    assert res["finish"] == 3.0 and res["thresh"] == 1.0 and res["kernel"] == 9.0     # us at 1 GHz
+    res = prof.phase_table([full], 1.0, prof.NARROW_PHASES)
+    assert (res["pass1"], res["emit"], res["finish"]) == (1.0, 0.5, 3.0)
