@@ -373,9 +373,9 @@ __device__ static TOPK_NOINLINE void topk_cluster_one_key(TopkShared& sh, const 
     const bool at = valid && topk_canon(topk_bits(x)) == kb;
     const int e = topk_reserve<true>(&sh.eq_taken, at);
     if (e >= 0 && e < quota) o[first + e] = tr.apply(off + i);
-  }, [&] {
-    TOPK_SYNC();
-    return *(volatile const int*)&sh.eq_taken >= quota;   // quota <= 0: nothing to read
+  }, [&] {                   // a barrier, then one answer for the block (any thread's read
+    // of the count at or past the quota: a warp that read it lower would go on alone)
+    return __syncthreads_or(*(volatile const int*)&sh.eq_taken >= quota) != 0;   // quota <= 0: none
   });
   if (rank != 0) return;
   if (TOPK_TID == 0) {
@@ -831,10 +831,14 @@ topk_cluster_kernel(const float* __restrict__ scores, int row_stride, int ncols,
   const int t = sh.sel_bin;
 #endif
   // exact fallback, block 0 redoes the whole row: fewer than K kept, or a threshold bin that f0
-  // cut (a sampling accident: its count is partial), or, where a list overflowed, the bin of
-  // -0.0 (f0 = fine(+0.0) keeps -0.0 but not the bin's tiny negatives: its count is partial and
-  // the slices' re-read below would find more than the slots counted). Cluster-uniform.
-  if (!counted || t == cut || (!fits && t == topk_bin(0x80000000u))) {
+  // cut (a sampling accident: its count is partial), or, where the lists overflowed or were not
+  // kept, a bin whose count the keep test's float threshold left partial, so that the slices'
+  // re-read below would find more than the slots counted: -0.0's (f0 = fine(+0.0) keeps -0.0
+  // but not the bin's tiny negatives), and +inf's where f0 lies in the NaN bins (the threshold
+  // is +inf: the bin's finite values, >= 65520, are not counted). Cluster-uniform.
+  if (!counted || t == cut ||
+      (!fits && (t == topk_bin(0x80000000u) ||
+                 (f0 > topk_fine_key(0x7F800000u) && t == topk_bin(0x7F800000u))))) {
     topk_cluster_sync();                                 // (2) nobody reads a histogram now
     if (rank != 0) return;
     topk_block_init(sh);

@@ -488,19 +488,23 @@ def _floor_too_low(B, L, seed):
     return s, np.full(B, L, np.int32)
 
 
-def _sample_misses(B, L, starts):
-    """Rows of one repeated value (1.0) except at the positions the long-row sample reads
-    (topk_sample_floor: 256 evenly spaced runs of 4 float4 from the row's start), which hold -10
-    but for the first 200: the sample sees 200 values at the floor, the row keeps nearly all of
-    it. The lists are kept, overflow, and bin t (all 1.0) is narrowed over the slices."""
-    s = np.full((B, L), 1.0, np.float32)
+def _sample_positions(n):
+    """The indices a long row of n values is sampled at (topk_sample_floor: 256 evenly spaced
+    runs of 4 float4 from the row's start), ascending."""
     runs, run = 256, 4
+    nv = n >> 2
+    sc = np.arange(runs * run)
+    i4 = (sc // run) * (nv - run) // (runs - 1) + sc % run
+    return np.sort((4 * i4[:, None] + np.arange(4)).ravel())
+
+
+def _sample_misses(B, L, starts):
+    """Rows of one repeated value (1.0) except at the positions the long-row sample reads, which
+    hold -10 but for the first 200: the sample sees 200 values at the floor, the row keeps nearly
+    all of it. The lists are kept, overflow, and bin t (all 1.0) is narrowed over the slices."""
+    s = np.full((B, L), 1.0, np.float32)
     for b in range(B):
-        nv = (L - int(starts[b])) >> 2
-        sc = np.arange(1024)
-        i4 = (sc // run) * (nv - run) // (runs - 1) + sc % run
-        pos = np.sort((4 * i4[:, None] + np.arange(4)).ravel())
-        s[b, int(starts[b]) + pos[200:]] = -10.0
+        s[b, int(starts[b]) + _sample_positions(L - int(starts[b]))[200:]] = -10.0
     return s, np.full(B, L, np.int32)
 
 
@@ -537,6 +541,31 @@ def test_cluster_overflowed_lists_finish_over_the_slices(S, threads):
         spill = SPILL if name == "sample_misses" else 0      # the lists kept only where not predicted
         assert ((f & (SPILL | ROW_PASSES | REPLAY)) == (spill | ROW_PASSES)).all(), (name, f)
         assert np.array_equal((f & BIN_OVF) != 0, pred > diag["capacity"]), (name, f, pred)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
+def test_cluster_count_only_nan_floor_replays_the_partial_inf_bin():
+    """1M rows whose sample is NaN at 1,200 points (its floor in the NaN bins, so the keep test's
+    threshold is +inf and the cluster only counts), with 1,000 +inf and 100,000 of 1e5 elsewhere:
+    K = 2047 reaches into bin(+inf), whose finite values (>= 65520) the threshold did not count.
+    Found in review (not yet run when written): the slices' re-read would find more values than
+    the counts gave slots. The row takes block 0's exact replay instead."""
+    rng = np.random.default_rng(47)
+    B, L, k = 2, 1 << 20, 2047
+    s = rng.standard_normal((B, L)).astype(np.float32)
+    pos = _sample_positions(L)
+    rest = np.setdiff1d(np.arange(L), pos)
+    for b in range(B):
+        s[b, pos[rng.choice(len(pos), 1200, replace=False)]] = np.nan
+        big = rng.choice(rest, 101000, replace=False)
+        s[b, big[:1000]] = np.inf
+        s[b, big[1000:]] = 1e5
+    out, diag = _run(s, np.full(B, L, np.int32), k, 49152, 12, split=2, cluster=True, threads=1024)
+    assert diag["cluster"] == 2 and not diag["cluster_regs"]
+    _assert_exact(s, np.full(B, L, np.int32), k, out, what="count-only NaN floor")
+    f = _flags(diag)
+    assert ((f & (REPLAY | SPILL | ROW_PASSES)) == REPLAY).all(), f
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, np.full(B, L, np.int32), k, 12))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
