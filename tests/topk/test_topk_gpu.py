@@ -547,12 +547,13 @@ def test_cluster_overflowed_lists_finish_over_the_slices(S, threads):
 def test_cluster_count_only_nan_floor_replays_the_partial_inf_bin():
     """1M rows whose sample is NaN at 1,200 points (its floor in the NaN bins, so the keep test's
     threshold is +inf and the cluster only counts), with 1,000 +inf and 100,000 of 1e5 elsewhere:
-    K = 2047 reaches into bin(+inf), whose finite values (>= 65520) the threshold did not count.
-    Found in review (not yet run when written): the slices' re-read would find more values than
-    the counts gave slots. The row takes block 0's exact replay instead."""
+    K = 2047 reaches into bin(+inf), whose finite values (>= 65520) the threshold did not count,
+    so the slices' re-read would find more values than the counts gave slots: the row takes block
+    0's exact replay instead."""
     rng = np.random.default_rng(47)
     B, L, k = 2, 1 << 20, 2047
     s = rng.standard_normal((B, L)).astype(np.float32)
+    lens = np.full(B, L, np.int32)
     pos = _sample_positions(L)
     rest = np.setdiff1d(np.arange(L), pos)
     for b in range(B):
@@ -560,12 +561,12 @@ def test_cluster_count_only_nan_floor_replays_the_partial_inf_bin():
         big = rng.choice(rest, 101000, replace=False)
         s[b, big[:1000]] = np.inf
         s[b, big[1000:]] = 1e5
-    out, diag = _run(s, np.full(B, L, np.int32), k, 49152, 12, split=2, cluster=True, threads=1024)
+    out, diag = _run(s, lens, k, 49152, 12, split=2, cluster=True, threads=1024)
     assert diag["cluster"] == 2 and not diag["cluster_regs"]
-    _assert_exact(s, np.full(B, L, np.int32), k, out, what="count-only NaN floor")
+    _assert_exact(s, lens, k, out, what="count-only NaN floor")
     f = _flags(diag)
     assert ((f & (REPLAY | SPILL | ROW_PASSES)) == REPLAY).all(), f
-    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, np.full(B, L, np.int32), k, 12))
+    assert np.array_equal(diag["bin_counts"].cpu().numpy(), ref.threshold_bin_counts(s, lens, k, 12))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cluster_ok(), reason="needs sm_90+ (clusters)")
